@@ -1,0 +1,44 @@
+# Ordo — build, test, run, install.
+#
+#   make run        build and show Ordo working
+#   make test       install missing Debian packages, build, run every test
+#   make bench      benchmarks (release build)
+#   make install PREFIX=/usr/local   (see mk/c.mk)
+#
+# Each area of the project adds its own rules in mk/*.mk and appends its test
+# rule to TEST_TARGETS.
+
+SWIFT    ?= swift
+PREFIX   ?= /usr/local
+# Swift build flags shared by every rule; warnings are errors.
+SWIFTFLAGS ?= -Xswiftc -warnings-as-errors
+
+.PHONY: all deps build test run test-swift test-conformance clean
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	$(SWIFT) build $(SWIFTFLAGS)
+
+TEST_TARGETS := test-swift test-conformance
+include $(sort $(wildcard mk/*.mk))
+
+test: deps $(TEST_TARGETS)
+	@echo "make test: all tests passed"
+
+test-swift: build
+	$(SWIFT) test $(SWIFTFLAGS)
+
+# The conformance scenarios through the Swift API: the project's own, and the
+# shared ones when they are present beside the checkout.
+CONFORMANCE_DIRS := Tests/Conformance $(wildcard ../shared/conformance)
+test-conformance: build
+	$(SWIFT) run ordo-conformance $(CONFORMANCE_DIRS)
+
+run: build
+	$(SWIFT) run ordo-demo
+
+clean:
+	rm -rf .build .build-*

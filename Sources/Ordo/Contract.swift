@@ -1,0 +1,251 @@
+/// A contract's identifier, unique on its bus and never reused.
+public typealias ContractID = UInt64
+
+/// Options of a contract.
+public struct ContractFlags: OptionSet, Hashable, Sendable {
+  /// The raw bits, the same as the C `ORDO_*` flag values.
+  public let rawValue: UInt32
+  /// Makes flags from their raw bits.
+  public init(rawValue: UInt32) { self.rawValue = rawValue }
+  /// Call the contract once right away (SPEC §5): during registration outside
+  /// a pass, or at its position in the running pass.
+  public static let notifyInitial = ContractFlags(rawValue: 1 << 0)
+}
+
+/// What a contract's callback receives.
+public struct Notification: Sendable, Hashable {
+  /// The transaction id (the last committed id for an initial call outside
+  /// a pass).
+  public let transaction: UInt64
+  /// The contract being called.
+  public let contract: ContractID
+  /// The keypaths written in this transaction, as written, that affect the
+  /// contract's read set and still count as changed; every changed keypath for
+  /// an every-transaction contract; empty for an initial call.
+  public let changed: [String]
+}
+
+/// A contract's callback. It runs synchronously on the committing thread and
+/// may call back into the bus (read, write within its contract, register,
+/// unregister). A thrown error is reported to the bus's failure handler and
+/// does not stop the pass.
+public typealias ContractCallback = @Sendable (Notification) throws -> Void
+
+/// The declaration of a contract (SPEC §4).
+public struct ContractSpec: Sendable {
+  /// Unique on the bus; used in diagnostics.
+  public var name: String
+  /// Read patterns. Empty: an every-transaction contract.
+  public var reads: [String]
+  /// Write patterns (permissions).
+  public var writes: [String]
+  /// `nil` for a data contract; otherwise the priority (normalization -3,
+  /// coordination -2, computed data -1, view hierarchy 1, 2, 3 …).
+  public var priority: Int32?
+  /// Options.
+  public var flags: ContractFlags
+  /// Called once per pass in which the contract's reads changed.
+  public var callback: ContractCallback
+
+  /// Makes a contract declaration.
+  public init(
+    name: String, reads: [String], writes: [String] = [], priority: Int32? = nil,
+    flags: ContractFlags = [], callback: @escaping ContractCallback
+  ) {
+    self.name = name
+    self.reads = reads
+    self.writes = writes
+    self.priority = priority
+    self.flags = flags
+    self.callback = callback
+  }
+}
+
+/// A registered contract: keeps its id and name and can unregister it.
+/// The handle keeps its bus alive.
+public struct ContractHandle: Sendable, Hashable {
+  /// The contract's id.
+  public let id: ContractID
+  /// The contract's name.
+  public let name: String
+  /// The bus it is registered on.
+  public let bus: Bus
+
+  /// Unregisters the contract. Throws ``OrdoError/Code/notFound`` when it is
+  /// already gone.
+  public func unregister() throws(OrdoError) { try bus.unregister(id) }
+
+  /// Handles are equal when they name the same contract on the same bus.
+  public static func == (a: ContractHandle, b: ContractHandle) -> Bool { a.id == b.id && a.bus === b.bus }
+  /// Hashes the id and the bus's identity.
+  public func hash(into h: inout Hasher) {
+    h.combine(id)
+    h.combine(ObjectIdentifier(bus))
+  }
+}
+
+/// The kind of a contract, which decides its phase in the pass.
+public enum ContractKind: String, Sendable, Hashable {
+  /// Has a priority: runs first, by ascending priority.
+  case priority
+  /// No priority: runs after the priority contracts, by level.
+  case data
+  /// Empty read set: runs at the end of every pass that changed something.
+  case everyTransaction = "every-transaction"
+}
+
+/// A description of a registered contract, for introspection.
+public struct ContractInfo: Sendable, Hashable {
+  /// The contract's id.
+  public let id: ContractID
+  /// Its name.
+  public let name: String
+  /// Its kind.
+  public let kind: ContractKind
+  /// Read patterns as declared.
+  public let reads: [String]
+  /// Write patterns as declared.
+  public let writes: [String]
+  /// Its priority (`nil` for data and every-transaction contracts).
+  public let priority: Int32?
+  /// Its dependency level (0 for priority and every-transaction contracts).
+  public let level: Int
+  /// Its 0-based position in the pass order among all contracts.
+  public let position: Int
+  /// Calls made so far.
+  public let calls: UInt64
+  /// The transaction of its last call (0 if never called).
+  public let lastTransaction: UInt64
+  /// Calls whose callback failed.
+  public let failures: UInt64
+  /// Declared read patterns its callbacks never read through the bus.
+  public let unusedReads: [String]
+  /// Declared write patterns its callbacks never wrote through.
+  public let unusedWrites: [String]
+}
+
+/// A callback's failure, reported to the bus's failure handler.
+public struct ContractFailure: Error, Sendable {
+  /// The failing contract's id.
+  public let contract: ContractID
+  /// Its name.
+  public let name: String
+  /// The transaction in which it failed.
+  public let transaction: UInt64
+  /// What the callback threw, described.
+  public let message: String
+}
+
+/// Counts kept by a bus since it was made.
+public struct BusStatistics: Sendable, Hashable {
+  /// Contracts registered now.
+  public var contracts: Int
+  /// Committed transactions that changed something (the last id).
+  public var transactions: UInt64
+  /// Contract calls made.
+  public var notifications: UInt64
+  /// Callbacks that failed.
+  public var failures: UInt64
+  /// Transactions rolled back.
+  public var rollbacks: UInt64
+  /// Keypaths holding a value.
+  public var values: Int
+}
+
+/// Internal state of a registered contract.
+final class ContractState {
+  let id: ContractID
+  let name: String
+  let reads: [Pattern]
+  let writes: [Pattern]
+  let priority: Int32?
+  let kind: ContractKind
+  let seq: UInt64
+  let callback: ContractCallback
+  var level = 0
+  var registered = true
+
+  // Per-pass bookkeeping; `serial` identifies the pass.
+  var scheduledSerial: UInt64 = 0
+  var calledSerial: UInt64 = 0
+  var initialPending = false
+  var triggers: [String] = []
+
+  // Statistics.
+  var calls: UInt64 = 0
+  var lastTransaction: UInt64 = 0
+  var failures: UInt64 = 0
+  var usedReads: [Bool]
+  var usedWrites: [Bool]
+
+  init(id: ContractID, seq: UInt64, name: String, reads: [Pattern], writes: [Pattern], priority: Int32?, callback: @escaping ContractCallback) {
+    self.id = id
+    self.seq = seq
+    self.name = name
+    self.reads = reads
+    self.writes = writes
+    self.kind = reads.isEmpty ? .everyTransaction : (priority == nil ? .data : .priority)
+    self.priority = kind == .priority ? priority : nil
+    self.callback = callback
+    self.usedReads = Array(repeating: false, count: reads.count)
+    self.usedWrites = Array(repeating: false, count: writes.count)
+  }
+
+  var isData: Bool { kind == .data }
+
+  /// The position in the pass: phase, then priority or level, then
+  /// registration order.
+  var key: OrderKey {
+    switch kind {
+    case .priority: OrderKey(phase: 0, rank: Int64(priority!), seq: seq)
+    case .data: OrderKey(phase: 1, rank: Int64(level), seq: seq)
+    case .everyTransaction: OrderKey(phase: 2, rank: 0, seq: seq)
+    }
+  }
+}
+
+/// A contract's place in the pass order.
+struct OrderKey: Comparable {
+  var phase: UInt8
+  var rank: Int64
+  var seq: UInt64
+
+  static func < (a: OrderKey, b: OrderKey) -> Bool {
+    if a.phase != b.phase { return a.phase < b.phase }
+    if a.rank != b.rank { return a.rank < b.rank }
+    return a.seq < b.seq
+  }
+}
+
+/// A binary min-heap of scheduled contracts by order key.
+struct Schedule {
+  private var items: [(key: OrderKey, contract: ContractState)] = []
+
+  var isEmpty: Bool { items.isEmpty }
+
+  mutating func push(_ c: ContractState) {
+    items.append((c.key, c))
+    var i = items.count - 1
+    while i > 0 {
+      let parent = (i - 1) / 2
+      if items[i].key < items[parent].key { items.swapAt(i, parent); i = parent } else { break }
+    }
+  }
+
+  mutating func pop() -> ContractState? {
+    guard !items.isEmpty else { return nil }
+    items.swapAt(0, items.count - 1)
+    let top = items.removeLast()
+    var i = 0
+    while true {
+      let l = 2 * i + 1, r = l + 1
+      var m = i
+      if l < items.count && items[l].key < items[m].key { m = l }
+      if r < items.count && items[r].key < items[m].key { m = r }
+      if m == i { break }
+      items.swapAt(i, m)
+      i = m
+    }
+    return top.contract
+  }
+}

@@ -1,0 +1,141 @@
+/// A trie of patterns keyed by segment, each pattern carrying the contract
+/// that declared it. It answers the two questions the scheduler and the
+/// registration checks ask, in time proportional to the matching entries
+/// (and the query's length), not to the number of patterns stored:
+///
+/// - ``forEachReader(affectedBy:_:)``: the read patterns affected by a write
+///   to a keypath, or by any write a write pattern allows;
+/// - ``forEachWriter(affecting:_:)``: the write patterns that may write
+///   something affecting a read pattern.
+struct PatternIndex {
+  final class Node {
+    var literal: [String: Node] = [:]
+    var any: Node?
+    /// Patterns that end at this node without `**`.
+    var exact: [ContractState] = []
+    /// Patterns `<path to this node>.**`.
+    var tree: [ContractState] = []
+
+    var isEmpty: Bool { literal.isEmpty && any == nil && exact.isEmpty && tree.isEmpty }
+
+    func forEachInSubtree(_ body: (ContractState) -> Void) {
+      for c in exact { body(c) }
+      for c in tree { body(c) }
+      for child in literal.values { child.forEachInSubtree(body) }
+      any?.forEachInSubtree(body)
+    }
+  }
+
+  private(set) var root = Node()
+  private(set) var count = 0
+
+  mutating func insert(_ p: Pattern, _ c: ContractState) {
+    var node = root
+    for seg in p.fixed {
+      switch seg {
+      case .any:
+        if node.any == nil { node.any = Node() }
+        node = node.any!
+      case .literal(let l):
+        if let next = node.literal[l] { node = next } else {
+          let next = Node()
+          node.literal[l] = next
+          node = next
+        }
+      }
+    }
+    if p.isTree { node.tree.append(c) } else { node.exact.append(c) }
+    count += 1
+  }
+
+  mutating func remove(_ p: Pattern, _ c: ContractState) {
+    func walk(_ node: Node, _ i: Int) {
+      if i == p.fixed.count {
+        if p.isTree {
+          if let j = node.tree.firstIndex(where: { $0 === c }) { node.tree.remove(at: j); count -= 1 }
+        } else if let j = node.exact.firstIndex(where: { $0 === c }) {
+          node.exact.remove(at: j); count -= 1
+        }
+        return
+      }
+      switch p.fixed[i] {
+      case .any:
+        if let next = node.any { walk(next, i + 1); if next.isEmpty { node.any = nil } }
+      case .literal(let l):
+        if let next = node.literal[l] { walk(next, i + 1); if next.isEmpty { node.literal[l] = nil } }
+      }
+    }
+    walk(root, 0)
+  }
+
+  /// Visits every node reached by the query's segments, with its depth. A
+  /// literal query segment follows the same literal and `*`; a `*` query
+  /// segment follows every child.
+  private func visit(_ query: QuerySegments, _ body: (Node, Int) -> Void) {
+    func walk(_ node: Node, _ i: Int) {
+      body(node, i)
+      if i == query.count { return }
+      if let l = query.literal(i) {
+        if let next = node.literal[l] { walk(next, i + 1) }
+      } else {
+        for next in node.literal.values { walk(next, i + 1) }
+      }
+      if let a = node.any { walk(a, i + 1) }
+    }
+    walk(root, 0)
+  }
+
+  /// Calls `body` for every stored read pattern affected by a write to the
+  /// keypath (or by some write the pattern allows). A contract with several
+  /// affected patterns is visited several times.
+  func forEachReader(affectedBy query: QuerySegments, _ body: (ContractState) -> Void) {
+    let n = query.count
+    visit(query) { node, depth in
+      if depth < n {
+        for c in node.tree { body(c) }
+      } else {
+        node.forEachInSubtree(body)
+      }
+    }
+  }
+
+  /// Calls `body` for every stored write pattern that may write a keypath
+  /// affecting the read pattern.
+  func forEachWriter(affecting reader: Pattern, _ body: (ContractState) -> Void) {
+    let query = QuerySegments(reader)
+    let n = query.count
+    visit(query) { node, depth in
+      if depth == n && reader.isTree {
+        node.forEachInSubtree(body)
+      } else {
+        for c in node.exact { body(c) }
+        for c in node.tree { body(c) }
+      }
+    }
+  }
+}
+
+/// The segments of a query: a concrete keypath, or a pattern's fixed part.
+struct QuerySegments {
+  private let keypath: [Substring]?
+  private let pattern: [Pattern.Segment]?
+
+  init(keypath: [Substring]) {
+    self.keypath = keypath
+    self.pattern = nil
+  }
+
+  init(_ p: Pattern) {
+    self.keypath = nil
+    self.pattern = p.fixed
+  }
+
+  var count: Int { keypath?.count ?? pattern!.count }
+
+  /// The literal at `i`, or nil for `*`.
+  func literal(_ i: Int) -> String? {
+    if let k = keypath { return String(k[i]) }
+    if case .literal(let l) = pattern![i] { return l }
+    return nil
+  }
+}
