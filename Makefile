@@ -13,7 +13,7 @@ PREFIX   ?= /usr/local
 # Swift build flags shared by every rule; warnings are errors.
 SWIFTFLAGS ?= -Xswiftc -warnings-as-errors
 
-.PHONY: all deps build test run test-swift test-conformance clean
+.PHONY: all deps build test run run-demo test-swift test-conformance clean
 all: build
 
 deps:
@@ -23,6 +23,8 @@ build: deps
 	$(SWIFT) build $(SWIFTFLAGS)
 
 TEST_TARGETS := test-swift test-conformance
+# What `make run` shows; mk/dbus.mk points it at the daemon.
+RUN_TARGET := run-demo
 include $(sort $(wildcard mk/*.mk))
 
 test: deps $(TEST_TARGETS)
@@ -37,8 +39,10 @@ CONFORMANCE_DIRS := Tests/Conformance $(wildcard ../shared/conformance)
 test-conformance: build
 	$(SWIFT) run ordo-conformance $(CONFORMANCE_DIRS)
 
-run: build
-	$(SWIFT) run ordo-demo
+run: $(RUN_TARGET)
+
+run-demo: build
+	$(SWIFT) run $(SWIFTFLAGS) ordo-demo
 
 clean:
 	rm -rf .build .build-*

@@ -235,12 +235,11 @@ public final class Bus: @unchecked Sendable {
 
   private func write(_ k: String, _ op: WriteOp) throws(OrdoError) {
     let segs = try Keypath.scan(k, allowWildcards: false)
-    if case .set(.string(let s)) = op, s.utf8.contains(0) {
-      _ = s  // NUL is valid UTF-8 and allowed; nothing to check.
-    }
     lock.lock()
     defer { lock.unlock() }
-    guard isOwner(), depth > 0 || inPass || running != nil else {
+    // Inside a pass only callbacks write; outside, a transaction or an
+    // initial call must be open on this thread.
+    guard isOwner(), inPass ? running != nil : (depth > 0 || running != nil) else {
       throw OrdoError(.noTransaction, "\(op.name) \"\(k)\" outside a transaction: call begin first")
     }
     let c = running
