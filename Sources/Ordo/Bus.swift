@@ -490,6 +490,22 @@ public final class Bus: @unchecked Sendable {
     return committedValue(keypath)
   }
 
+  /// The current values of a notification's changed keypaths that hold one,
+  /// for surfaces that deliver values with a notification (D-Bus `Notify`).
+  /// No contract check applies: these are the keypaths the contract was
+  /// notified of. From a thread that does not own the running transaction,
+  /// committed values.
+  public func values(of note: Notification) -> [String: Value] {
+    lock.lock()
+    defer { lock.unlock() }
+    let own = isOwner()
+    var out: [String: Value] = [:]
+    for k in note.changed {
+      if let v = own ? values[k] : committedValue(k) { out[k] = v }
+    }
+    return out
+  }
+
   /// The value of `keypath`. Throws ``OrdoError/Code/notFound`` when it holds
   /// none, and like ``value(_:)``.
   public func get(_ keypath: String) throws(OrdoError) -> Value {
