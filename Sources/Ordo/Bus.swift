@@ -24,6 +24,8 @@ public final class Bus: @unchecked Sendable {
   private var depth = 0
   private var inPass = false
   private var running: ContractState?
+  /// Contract checks of the running callback are suspended (owner thread).
+  private var suspended = false
   private var passTransaction: UInt64 = 0
   private var passSerial: UInt64 = 0
   private var schedule = Schedule()
@@ -235,21 +237,70 @@ public final class Bus: @unchecked Sendable {
 
   private func write(_ k: String, _ op: WriteOp) throws(OrdoError) {
     let segs = try Keypath.scan(k, allowWildcards: false)
+    try write([(k, segs, op)])
+  }
+
+  /// Writes several keypaths at once, all or nothing: every keypath and every
+  /// contract rule is checked before anything changes. Used by surfaces that
+  /// receive a set of writes in one message (D-Bus `Commit`, `Complete`).
+  ///
+  /// - Throws: like ``set(_:_:)``, for the first write that is refused; then
+  ///   none of the writes is applied.
+  public func write(_ batch: [Write]) throws(OrdoError) {
+    var ops: [(String, [Substring], WriteOp)] = []
+    ops.reserveCapacity(batch.count)
+    for w in batch {
+      switch w {
+      case .set(let k, let v): ops.append((k, try Keypath.scan(k, allowWildcards: false), .set(v)))
+      case .touch(let k): ops.append((k, try Keypath.scan(k, allowWildcards: false), .touch))
+      case .remove(let k): ops.append((k, try Keypath.scan(k, allowWildcards: false), .remove))
+      case .removeTree(let k): ops.append((k, try Keypath.scan(k, allowWildcards: false), .removeTree))
+      }
+    }
+    try write(ops)
+  }
+
+  private func write(_ ops: [(String, [Substring], WriteOp)]) throws(OrdoError) {
+    guard let first = ops.first else { return }
     lock.lock()
     defer { lock.unlock() }
     // Inside a pass only callbacks write; outside, a transaction or an
     // initial call must be open on this thread.
-    guard isOwner(), inPass ? running != nil : (depth > 0 || running != nil) else {
-      throw OrdoError(.noTransaction, "\(op.name) \"\(k)\" outside a transaction: call begin first")
+    guard isOwner(), !suspended, inPass ? running != nil : (depth > 0 || running != nil) else {
+      throw OrdoError(.noTransaction, "\(first.2.name) \"\(first.0)\" outside a transaction: call begin first")
     }
     let c = running
     if let c {
-      try checkWrite(c, k, segs, op)
+      for (k, segs, op) in ops { try checkWrite(c, k, segs, op) }
     }
-    let altered = apply(k, segs, op, by: c)
-    if inPass, altered, let c {
-      scheduleReaders(of: k, segs, after: c, skipping: [])
+    for (k, segs, op) in ops {
+      let altered = apply(k, segs, op, by: c)
+      if inPass, altered, let c {
+        scheduleReaders(of: k, segs, after: c, skipping: [])
+      }
     }
+  }
+
+  /// Runs `body` with the running callback's contract checks suspended on
+  /// this thread: reads see the live state without contract checks, writes
+  /// fail with ``OrdoError/Code/noTransaction``, registrations during a pass
+  /// are placed relative to the suspended contract. For bridges that wait
+  /// inside a callback (a remote writer contract awaiting its peer's answer)
+  /// and meanwhile serve other clients on the same thread.
+  public func withCallbackSuspended<T>(_ body: () throws -> T) rethrows -> T {
+    lock.lock()
+    let was = suspended
+    let own = isOwner()
+    if own { suspended = true }
+    lock.unlock()
+    defer {
+      if own {
+        lock.lock()
+        suspended = was
+        lock.unlock()
+      }
+    }
+    return try body()
   }
 
   /// The running contract's write rules (SPEC §5). Lock held.
@@ -484,7 +535,7 @@ public final class Bus: @unchecked Sendable {
     lock.lock()
     defer { lock.unlock() }
     if isOwner() {
-      if let c = running { try checkRead(c, keypath, segs) }
+      if let c = running, !suspended { try checkRead(c, keypath, segs) }
       return values[keypath]
     }
     return committedValue(keypath)
@@ -521,7 +572,7 @@ public final class Bus: @unchecked Sendable {
     let segs = try Keypath.scan(keypath, allowWildcards: false)
     lock.lock()
     defer { lock.unlock() }
-    if isOwner(), let c = running { try checkRead(c, keypath, segs) }
+    if isOwner(), let c = running, !suspended { try checkRead(c, keypath, segs) }
     return counters[keypath] ?? 0
   }
 
@@ -532,7 +583,7 @@ public final class Bus: @unchecked Sendable {
     let segs = try Keypath.scan(keypath, allowWildcards: false)
     lock.lock()
     defer { lock.unlock() }
-    if isOwner(), let c = running { try checkRead(c, keypath, segs) }
+    if isOwner(), let c = running, !suspended { try checkRead(c, keypath, segs) }
   }
 
   /// The values and counters of every keypath matching one of the patterns,
@@ -543,7 +594,7 @@ public final class Bus: @unchecked Sendable {
     lock.lock()
     defer { lock.unlock() }
     let own = isOwner()
-    if own, let c = running {
+    if own, let c = running, !suspended {
       for p in parsed {
         guard c.kind == .everyTransaction || c.reads.contains(where: { covers($0, p) }) || c.writes.contains(where: { covers($0, p) }) else {
           throw OrdoError(.contractViolation, "contract \"\(c.name)\" may not read \"\(p.string)\": outside its read and write sets")

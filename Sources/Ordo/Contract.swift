@@ -1,6 +1,18 @@
 /// A contract's identifier, unique on its bus and never reused.
 public typealias ContractID = UInt64
 
+/// One write of a batch (see ``Bus/write(_:)``).
+public enum Write: Sendable, Hashable {
+  /// Set the value of a keypath.
+  case set(String, Value)
+  /// Mark a keypath changed without a value.
+  case touch(String)
+  /// Remove a keypath's value.
+  case remove(String)
+  /// Remove the values of a keypath and all its descendants.
+  case removeTree(String)
+}
+
 /// Options of a contract.
 public struct ContractFlags: OptionSet, Hashable, Sendable {
   /// The raw bits, the same as the C `ORDO_*` flag values.
