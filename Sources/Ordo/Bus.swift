@@ -448,8 +448,9 @@ public final class Bus: @unchecked Sendable {
         changed = journal.order.filter { isChanged(journal.records[$0]!, $0) }
       } else {
         changed = []
-        for k in c.triggers where !changed.contains(k) && isChanged(journal.records[k]!, k) {
-          changed.append(k)
+        var seen = Set<String>()
+        for k in c.triggers where isChanged(journal.records[k]!, k) {
+          if c.triggers.count > 8 ? seen.insert(k).inserted : !changed.contains(k) { changed.append(k) }
         }
       }
       c.triggers.removeAll()
@@ -457,14 +458,14 @@ public final class Bus: @unchecked Sendable {
       c.initialPending = false
       call(c, Notification(transaction: txn, contract: c.id, changed: changed))
     }
-    // Commit: counters rise for every keypath that changed.
-    for k in journal.order {
-      let rec = journal.records[k]!
-      if rec.touched { bump(k, rec.segments) }
-      if rec.ownValue && !rec.touched && netChanged(k) { bump(k, rec.segments) }
-      for r in rec.removed where r != k || !(rec.touched || rec.ownValue) {
-        if netChanged(r) { bump(r, r.split(separator: ".", omittingEmptySubsequences: false)) }
-      }
+    // Commit: counters rise once for every keypath that was touched or whose
+    // value differs from its value at the start of the transaction.
+    var bumped = Set<String>()
+    for (k, rec) in journal.records where rec.touched && bumped.insert(k).inserted {
+      bump(k, rec.segments)
+    }
+    for (k, old) in journal.original where old != values[k] && bumped.insert(k).inserted {
+      bump(k, k.split(separator: ".", omittingEmptySubsequences: false))
     }
     journal.reset()
     inPass = false
