@@ -5,9 +5,16 @@ let package = Package(
   name: "Ordo",
   products: [
     .library(name: "Ordo", targets: ["Ordo"]),
+    .library(name: "OrdoDBus", targets: ["OrdoDBus"]),
+    .executable(name: "ordod", targets: ["ordod"]),
+    .executable(name: "ordoctl", targets: ["ordoctl"]),
   ],
   targets: [
     .target(name: "Ordo"),
+    .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
+    .target(name: "OrdoDBus", dependencies: ["Ordo", "CDBus"]),
+    .executableTarget(name: "ordod", dependencies: ["OrdoDBus", "Ordo"]),
+    .executableTarget(name: "ordoctl", dependencies: ["OrdoDBus", "Ordo"]),
     .target(name: "OrdoConformance", dependencies: ["Ordo"]),
     .executableTarget(name: "ordo-conformance", dependencies: ["OrdoConformance"]),
     .executableTarget(name: "ordo-demo", dependencies: ["Ordo"]),

@@ -1,0 +1,332 @@
+import CDBus
+import Ordo
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An error returned by a remote bus (or by the connection to it): the D-Bus
+/// error name (`dev.ordo.Error.NotFound`, `org.freedesktop.DBus.Error.InvalidArgs`
+/// …) and its message.
+public struct OrdoRemoteError: Error, Hashable, Sendable, CustomStringConvertible {
+  /// The D-Bus error name.
+  public let name: String
+  /// What was wrong.
+  public let message: String
+
+  /// Makes an error.
+  public init(name: String, message: String) {
+    self.name = name
+    self.message = message
+  }
+
+  /// The Ordo code for a `dev.ordo.Error.<Name>`, if it is one.
+  public var code: OrdoError.Code? {
+    let prefix = "dev.ordo.Error."
+    guard name.hasPrefix(prefix) else { return nil }
+    let n = name.dropFirst(prefix.count)
+    return OrdoError.Code.allCases.first { $0.camelName == n }
+  }
+
+  /// `name: message`.
+  public var description: String { "\(name): \(message)" }
+}
+
+/// A `Notify` received by a ``OrdoClient``.
+public struct RemoteNotification: Sendable, Hashable {
+  /// The contract's object path.
+  public let contract: String
+  /// The transaction id.
+  public let transaction: UInt64
+  /// The changed keypaths that affect the contract's read set.
+  public let changed: [String]
+  /// The current values of those that hold one.
+  public let values: [String: Value]
+}
+
+/// A value in a dictionary returned by `Contracts` or `Stats`.
+public enum RemoteField: Sendable, Hashable, CustomStringConvertible {
+  case string(String)
+  case int(Int64)
+  case uint(UInt64)
+  case bool(Bool)
+  case double(Double)
+  case strings([String])
+  case other(String)
+
+  /// A plain rendering (`[a, b]` for lists).
+  public var description: String {
+    switch self {
+    case .string(let s): s
+    case .int(let x): String(x)
+    case .uint(let x): String(x)
+    case .bool(let b): String(b)
+    case .double(let d): String(d)
+    case .strings(let a): "[" + a.joined(separator: ", ") + "]"
+    case .other(let sig): "<\(sig)>"
+    }
+  }
+}
+
+/// A small blocking client of a bus published over D-Bus (`ordoctl` is
+/// built on it). Use it from one thread: calls block until their reply, and
+/// ``process(timeoutMs:)`` delivers `Notify` signals to the callbacks of the
+/// contracts registered with ``register(name:reads:priority:notifyInitial:_:)``.
+public final class OrdoClient {
+  private let conn: OpaquePointer
+  /// The service's well-known (or unique) name.
+  public let destination: String
+  /// Reply timeout for calls.
+  public var timeoutMs: Int32
+  private var callbacks: [String: (RemoteNotification) -> Void] = [:]
+  private var open = true
+
+  /// Connects to `address` (nil: the session bus from
+  /// `DBUS_SESSION_BUS_ADDRESS`).
+  public init(address: String? = nil, name: String = ordoDefaultName, timeoutMs: Int32 = 10_000) throws(OrdoRemoteError) {
+    dbus_threads_init_default()
+    destination = name
+    self.timeoutMs = timeoutMs
+    var err = DBusError()
+    dbus_error_init(&err)
+    defer { dbus_error_free(&err) }
+    guard let address = address ?? getenv("DBUS_SESSION_BUS_ADDRESS").map({ String(cString: $0) }), !address.isEmpty else {
+      throw OrdoRemoteError(name: "dev.ordo.Error.Dbus", message: "no bus to connect to: DBUS_SESSION_BUS_ADDRESS is not set; pass an address")
+    }
+    guard let c = dbus_connection_open_private(address, &err) else {
+      throw OrdoRemoteError(name: "dev.ordo.Error.Dbus", message: "cannot connect to \(address): \(err.message.map { String(cString: $0) } ?? "unknown error")")
+    }
+    if dbus_bus_register(c, &err) == 0 {
+      dbus_connection_close(c)
+      dbus_connection_unref(c)
+      throw OrdoRemoteError(name: "dev.ordo.Error.Dbus", message: "cannot register with the bus at \(address): \(err.message.map { String(cString: $0) } ?? "unknown error")")
+    }
+    dbus_connection_set_exit_on_disconnect(c, 0)
+    conn = c
+  }
+
+  deinit { close() }
+
+  /// Closes the connection (the bus removes this client's contracts).
+  public func close() {
+    guard open else { return }
+    open = false
+    if dbus_connection_get_is_connected(conn) != 0 { dbus_connection_flush(conn) }
+    dbus_connection_close(conn)
+    dbus_connection_unref(conn)
+  }
+
+  /// This connection's unique name.
+  public var uniqueName: String { dbus_bus_get_unique_name(conn).map { String(cString: $0) } ?? "" }
+
+  // MARK: Calls
+
+  private func call(_ member: String, interface: String = ordoInterface, _ build: (inout MessageWriter) -> Void) throws(OrdoRemoteError) -> DBusMessageRef {
+    guard let m = DBusMessageRef.methodCall(destination: destination, path: ordoObjectPath, interface: interface, member: member) else {
+      throw OrdoRemoteError(name: "dev.ordo.Error.Dbus", message: "cannot build a \(member) call")
+    }
+    var w = m.writer()
+    build(&w)
+    var err = DBusError()
+    dbus_error_init(&err)
+    defer { dbus_error_free(&err) }
+    guard let r = dbus_connection_send_with_reply_and_block(conn, m.raw, timeoutMs, &err) else {
+      throw OrdoRemoteError(
+        name: err.name.map { String(cString: $0) } ?? "org.freedesktop.DBus.Error.Failed",
+        message: err.message.map { String(cString: $0) } ?? "\(member) failed")
+    }
+    return DBusMessageRef(owning: r)
+  }
+
+  private static func bad(_ what: String) -> OrdoRemoteError {
+    OrdoRemoteError(name: "org.freedesktop.DBus.Error.InvalidSignature", message: "unexpected reply to \(what)")
+  }
+
+  /// Registers an observer contract whose `Notify` signals call `callback`
+  /// (from ``process(timeoutMs:)``). Returns the contract's object path.
+  @discardableResult
+  public func register(
+    name: String, reads: [String], priority: Int32? = nil, notifyInitial: Bool = false,
+    _ callback: @escaping (RemoteNotification) -> Void
+  ) throws(OrdoRemoteError) -> String {
+    let r = try call("Register") { w in
+      w.string(name)
+      w.stringArray(reads)
+      w.stringArray([])
+      w.dict { d in
+        if let priority { d.entry("priority", int32: priority) }
+        if notifyInitial { d.entry("notify-initial", bool: true) }
+      }
+    }
+    guard r.signature == "o" else { throw Self.bad("Register") }
+    var rd = r.reader()
+    guard let path = try? rd.string("contract") else { throw Self.bad("Register") }
+    callbacks[path] = callback
+    return path
+  }
+
+  /// Unregisters one of this client's contracts.
+  public func unregister(_ path: String) throws(OrdoRemoteError) {
+    _ = try call("Unregister") { $0.objectPath(path) }
+    callbacks[path] = nil
+  }
+
+  /// Commits one transaction: sets, then touches, then removes (`k.**`
+  /// removes the tree). Returns its id, 0 if nothing changed.
+  @discardableResult
+  public func commit(set: [(String, Value)] = [], touch: [String] = [], remove: [String] = []) throws(OrdoRemoteError) -> UInt64 {
+    let r = try call("Commit") { w in
+      w.valueDict(set)
+      w.stringArray(touch)
+      w.stringArray(remove)
+    }
+    guard r.signature == "t" else { throw Self.bad("Commit") }
+    var rd = r.reader()
+    return rd.uint64()
+  }
+
+  /// The value and counter of a keypath.
+  public func get(_ keypath: String) throws(OrdoRemoteError) -> (value: Value, counter: UInt64) {
+    let r = try call("Get") { $0.string(keypath) }
+    guard r.signature == "vt" else { throw Self.bad("Get") }
+    var rd = r.reader()
+    guard let v = try? rd.value("value", maxBytes: Int.max) else { throw Self.bad("Get") }
+    return (v, rd.uint64())
+  }
+
+  /// Values and counters of the keypaths matching `patterns`, and the last
+  /// committed transaction id, read at one moment.
+  public func snapshot(_ patterns: [String]) throws(OrdoRemoteError) -> (values: [(String, Value)], counters: [(String, UInt64)], transaction: UInt64) {
+    let r = try call("Snapshot") { $0.stringArray(patterns) }
+    guard r.signature == "a{sv}a{st}t" else { throw Self.bad("Snapshot") }
+    var rd = r.reader()
+    var values: [(String, Value)] = []
+    var d = rd.recurse()
+    rd.next()
+    while !d.atEnd {
+      var e = d.recurse()
+      d.next()
+      guard let k = try? e.string("key"), let v = try? e.value("value", maxBytes: Int.max) else { throw Self.bad("Snapshot") }
+      values.append((k, v))
+    }
+    var counters: [(String, UInt64)] = []
+    var c = rd.recurse()
+    rd.next()
+    while !c.atEnd {
+      var e = c.recurse()
+      c.next()
+      guard let k = try? e.string("key") else { throw Self.bad("Snapshot") }
+      counters.append((k, e.uint64()))
+    }
+    return (values, counters, rd.uint64())
+  }
+
+  /// One dictionary per contract, in pass order (see `Contracts` in docs/dbus.md).
+  public func contracts() throws(OrdoRemoteError) -> [[(String, RemoteField)]] {
+    let r = try call("Contracts") { _ in }
+    guard r.signature == "aa{sv}" else { throw Self.bad("Contracts") }
+    var rd = r.reader()
+    var a = rd.recurse()
+    var out: [[(String, RemoteField)]] = []
+    while !a.atEnd {
+      out.append(Self.fields(&a))
+    }
+    return out
+  }
+
+  /// The dependency graph in Graphviz DOT.
+  public func graph() throws(OrdoRemoteError) -> String {
+    let r = try call("Graph") { _ in }
+    var rd = r.reader()
+    guard r.signature == "s", let s = try? rd.string("dot") else { throw Self.bad("Graph") }
+    return s
+  }
+
+  /// The service's counters.
+  public func stats() throws(OrdoRemoteError) -> [(String, RemoteField)] {
+    let r = try call("Stats") { _ in }
+    guard r.signature == "a{sv}" else { throw Self.bad("Stats") }
+    var rd = r.reader()
+    return Self.fields(&rd)
+  }
+
+  /// Reads the `a{sv}` at the reader's position.
+  private static func fields(_ rd: inout MessageReader) -> [(String, RemoteField)] {
+    var d = rd.recurse()
+    rd.next()
+    var out: [(String, RemoteField)] = []
+    while !d.atEnd {
+      var e = d.recurse()
+      d.next()
+      guard let k = try? e.string("key") else { continue }
+      var v = e.recurse()
+      let sig = v.currentSignature()
+      let f: RemoteField
+      switch sig {
+      case "s", "o": f = (try? v.string("v")).map { .string($0) } ?? .other(sig)
+      case "i": f = .int(Int64(ordo_iter_get_int32(&v.iter)))
+      case "x": f = .int(ordo_iter_get_int64(&v.iter))
+      case "u": f = .uint(UInt64(ordo_iter_get_uint32(&v.iter)))
+      case "t": f = .uint(ordo_iter_get_uint64(&v.iter))
+      case "b": f = .bool(ordo_iter_get_bool(&v.iter) != 0)
+      case "d": f = .double(ordo_iter_get_double(&v.iter))
+      case "as":
+        var a = v.recurse()
+        var list: [String] = []
+        while !a.atEnd, let s = try? a.string("item") { list.append(s) }
+        f = .strings(list)
+      default: f = .other(sig)
+      }
+      out.append((k, f))
+    }
+    return out
+  }
+
+  // MARK: Notifications
+
+  /// Waits up to `timeoutMs` (-1: forever) for incoming signals and calls
+  /// the callbacks of the `Notify` signals received. Returns false once the
+  /// connection is closed.
+  @discardableResult
+  public func process(timeoutMs: Int32) -> Bool {
+    guard open else { return false }
+    var delivered = deliver()
+    if delivered { return true }
+    let deadline = timeoutMs < 0 ? Int64.max : Link.nowMs() + Int64(timeoutMs)
+    while !delivered {
+      guard dbus_connection_get_is_connected(conn) != 0 else { return false }
+      let left = deadline == Int64.max ? -1 : Int32(clamping: max(0, deadline - Link.nowMs()))
+      if dbus_connection_read_write(conn, left) == 0 { return false }
+      delivered = deliver()
+      if !delivered && left == 0 { break }
+    }
+    return dbus_connection_get_is_connected(conn) != 0
+  }
+
+  private func deliver() -> Bool {
+    var any = false
+    while let raw = dbus_connection_pop_message(conn) {
+      let m = DBusMessageRef(owning: raw)
+      guard m.type == ORDO_DBUS_MESSAGE_TYPE_SIGNAL, m.member == "Notify", m.interface == ordoInterface,
+        m.signature == "otasa{sv}"
+      else { continue }
+      var r = m.reader()
+      guard let path = try? r.string("contract") else { continue }
+      let txn = r.uint64()
+      guard let changed = try? r.stringArray("changed", limit: Int.max) else { continue }
+      var values: [String: Value] = [:]
+      var d = r.recurse()
+      while !d.atEnd {
+        var e = d.recurse()
+        d.next()
+        if let k = try? e.string("key"), let v = try? e.value("value", maxBytes: Int.max) { values[k] = v }
+      }
+      let note = RemoteNotification(contract: path, transaction: txn, changed: changed, values: values)
+      if let cb = callbacks[path] {
+        cb(note)
+        any = true
+      }
+    }
+    return any
+  }
+}

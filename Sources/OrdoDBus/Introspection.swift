@@ -1,0 +1,117 @@
+// Generated from docs/dev.ordo.Bus1.xml (a test checks they are identical):
+//   make -f mk/dbus.mk introspection-swift
+
+/// The introspection XML of `/dev/ordo/Bus`, as shipped in `docs/dev.ordo.Bus1.xml`.
+public let introspectionXML: String = #"""
+<!DOCTYPE node PUBLIC "-//freedesktop//DTD D-BUS Object Introspection 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd">
+<!--
+  dev.ordo.Bus1: an Ordo change-notification bus published over D-Bus.
+  Object /dev/ordo/Bus, well-known name dev.ordo.Bus (configurable).
+  Values travel as variants of type b, x, d, s or ay. Errors are named
+  dev.ordo.Error.<Name> (InvalidArgument, InvalidKeypath, TypeMismatch,
+  NotFound, NoTransaction, ContractViolation, Stability, Cycle, OrderConflict,
+  DuplicateName, Limit, AccessDenied, Dbus, Internal), or
+  org.freedesktop.DBus.Error.InvalidArgs for a wrong signature, value type or
+  option type. See docs/dbus.md.
+-->
+<node name="/dev/ordo/Bus">
+  <interface name="dev.ordo.Bus1">
+    <!-- Registers a contract; its Notify signals go to the caller only.
+         options: priority (i), notify-initial (b), timeout-ms (u). -->
+    <method name="Register">
+      <arg name="name" type="s" direction="in"/>
+      <arg name="reads" type="as" direction="in"/>
+      <arg name="writes" type="as" direction="in"/>
+      <arg name="options" type="a{sv}" direction="in"/>
+      <arg name="contract" type="o" direction="out"/>
+    </method>
+    <!-- Only the peer that registered the contract may unregister it. -->
+    <method name="Unregister">
+      <arg name="contract" type="o" direction="in"/>
+    </method>
+    <!-- One atomic transaction: set, then touch, then remove (an entry
+         ending in ".**" removes the tree). Returns 0 if nothing changed. -->
+    <method name="Commit">
+      <arg name="set" type="a{sv}" direction="in"/>
+      <arg name="touch" type="as" direction="in"/>
+      <arg name="remove" type="as" direction="in"/>
+      <arg name="txn" type="t" direction="out"/>
+    </method>
+    <method name="Get">
+      <arg name="keypath" type="s" direction="in"/>
+      <arg name="value" type="v" direction="out"/>
+      <arg name="counter" type="t" direction="out"/>
+    </method>
+    <method name="Snapshot">
+      <arg name="patterns" type="as" direction="in"/>
+      <arg name="values" type="a{sv}" direction="out"/>
+      <arg name="counters" type="a{st}" direction="out"/>
+      <arg name="txn" type="t" direction="out"/>
+    </method>
+    <!-- A writer contract's answer to its Notify (not available yet). -->
+    <method name="Complete">
+      <arg name="contract" type="o" direction="in"/>
+      <arg name="txn" type="t" direction="in"/>
+      <arg name="set" type="a{sv}" direction="in"/>
+      <arg name="touch" type="as" direction="in"/>
+      <arg name="remove" type="as" direction="in"/>
+    </method>
+    <method name="Contracts">
+      <arg name="contracts" type="aa{sv}" direction="out"/>
+    </method>
+    <method name="Graph">
+      <arg name="dot" type="s" direction="out"/>
+    </method>
+    <method name="Stats">
+      <arg name="stats" type="a{sv}" direction="out"/>
+    </method>
+    <!-- Sent unicast to the contract's owner, at most once per contract per
+         transaction, in pass order. -->
+    <signal name="Notify">
+      <arg name="contract" type="o"/>
+      <arg name="txn" type="t"/>
+      <arg name="changed" type="as"/>
+      <arg name="values" type="a{sv}"/>
+    </signal>
+    <property name="Transaction" type="t" access="read">
+      <annotation name="org.freedesktop.DBus.Property.EmitsChangedSignal" value="false"/>
+    </property>
+    <property name="Version" type="s" access="read">
+      <annotation name="org.freedesktop.DBus.Property.EmitsChangedSignal" value="const"/>
+    </property>
+  </interface>
+  <interface name="org.freedesktop.DBus.Introspectable">
+    <method name="Introspect">
+      <arg name="xml_data" type="s" direction="out"/>
+    </method>
+  </interface>
+  <interface name="org.freedesktop.DBus.Properties">
+    <method name="Get">
+      <arg name="interface_name" type="s" direction="in"/>
+      <arg name="property_name" type="s" direction="in"/>
+      <arg name="value" type="v" direction="out"/>
+    </method>
+    <method name="GetAll">
+      <arg name="interface_name" type="s" direction="in"/>
+      <arg name="properties" type="a{sv}" direction="out"/>
+    </method>
+    <method name="Set">
+      <arg name="interface_name" type="s" direction="in"/>
+      <arg name="property_name" type="s" direction="in"/>
+      <arg name="value" type="v" direction="in"/>
+    </method>
+    <signal name="PropertiesChanged">
+      <arg name="interface_name" type="s"/>
+      <arg name="changed_properties" type="a{sv}"/>
+      <arg name="invalidated_properties" type="as"/>
+    </signal>
+  </interface>
+  <interface name="org.freedesktop.DBus.Peer">
+    <method name="Ping"/>
+    <method name="GetMachineId">
+      <arg name="machine_uuid" type="s" direction="out"/>
+    </method>
+  </interface>
+</node>
+"""# + "\n"

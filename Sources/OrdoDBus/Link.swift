@@ -1,0 +1,359 @@
+import CDBus
+import Ordo
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One private libdbus connection, driven by one thread at a time.
+///
+/// libdbus stalls when several threads send and dispatch on one connection,
+/// so a `Link` owns its connection: the thread that calls ``step(timeoutMs:)``
+/// (the loop thread) handles the connection's watches and timeouts through
+/// an epoll set, dispatches incoming messages one at a time to ``handler``
+/// (outside libdbus' own dispatch, so a handler may do anything), and sends
+/// what was queued with ``send(_:droppable:)``. Other threads only queue
+/// messages and write an eventfd that wakes the loop. The epoll fd (``fd``)
+/// is readable whenever the link has work: a host can poll it.
+final class Link: @unchecked Sendable {
+  let conn: OpaquePointer
+  /// Readable when ``step(timeoutMs:)`` has work to do.
+  let fd: Int32
+  private let wakefd: Int32
+  let uniqueName: String
+
+  // Loop-thread state.
+  private var watches: [Int32: [OpaquePointer]] = [:]
+  private var polled: Set<Int32> = []
+  private var timeouts: [OpaquePointer: Int64] = [:]
+  private var inbox: [DBusMessageRef] = []
+  private var closed = false
+
+  /// Called on the loop thread for each incoming method call and for each
+  /// signal the filter accepts.
+  var handler: ((DBusMessageRef) -> Void)?
+  /// Whether the filter takes a signal (else libdbus' defaults apply).
+  var acceptSignal: ((DBusMessageRef) -> Bool)?
+
+  /// When the connection's outgoing queue holds more than this many bytes,
+  /// droppable messages (Notify signals) are dropped and counted.
+  var maxOutgoingBytes: Int = 64 << 20
+  private let droppedCount = Atomic<UInt64>(0)
+  private let sentCount = Atomic<UInt64>(0)
+  private let loopThread = Atomic<UInt>(0)
+  private let outbox = Mutex<[(DBusMessageRef, Bool)]>([])
+
+  /// Dropped droppable messages so far.
+  var dropped: UInt64 { droppedCount.load(ordering: .relaxed) }
+  /// Messages handed to libdbus so far.
+  var sent: UInt64 { sentCount.load(ordering: .relaxed) }
+
+  /// Connects to `address` (nil: the session bus) and registers with the
+  /// bus daemon.
+  init(address: String?) throws(OrdoError) {
+    dbus_threads_init_default()
+    var err = DBusError()
+    dbus_error_init(&err)
+    defer { dbus_error_free(&err) }
+    var c: OpaquePointer?
+    if let address {
+      c = dbus_connection_open_private(address, &err)
+      if let conn = c, dbus_bus_register(conn, &err) == 0 {
+        dbus_connection_close(conn)
+        dbus_connection_unref(conn)
+        c = nil
+      }
+    } else {
+      c = dbus_bus_get_private(DBUS_BUS_SESSION, &err)
+    }
+    guard let conn = c else {
+      let what = err.message.map { String(cString: $0) } ?? "unknown error"
+      throw OrdoError(.dbus, "cannot connect to \(address.map { "D-Bus at \($0)" } ?? "the session bus"): \(what)")
+    }
+    self.conn = conn
+    self.uniqueName = dbus_bus_get_unique_name(conn).map { String(cString: $0) } ?? ""
+    fd = ordo_epoll_create()
+    wakefd = ordo_eventfd()
+    guard fd >= 0, wakefd >= 0 else {
+      dbus_connection_close(conn)
+      dbus_connection_unref(conn)
+      throw OrdoError(.dbus, "cannot create epoll/eventfd: errno \(ordo_errno())")
+    }
+    _ = ordo_epoll_ctl(fd, ORDO_EPOLL_CTL_ADD, wakefd, ORDO_EPOLLIN)
+    dbus_connection_set_exit_on_disconnect(conn, 0)
+    // Never let libdbus drop the connection over a large incoming message:
+    // the daemon enforces its own limit first; ours are checked per call.
+    dbus_connection_set_max_message_size(conn, Int(ORDO_DBUS_MAXIMUM_MESSAGE_LENGTH))
+    let me = Unmanaged.passUnretained(self).toOpaque()
+    dbus_connection_set_watch_functions(
+      conn,
+      { w, data in Link.from(data).addWatch(w!) },
+      { w, data in Link.from(data).removeWatch(w!) },
+      { w, data in Link.from(data).updateWatch(w!) },
+      me, nil)
+    dbus_connection_set_timeout_functions(
+      conn,
+      { t, data in Link.from(data).addTimeout(t!) },
+      { t, data in Link.from(data).removeTimeout(t!) },
+      { t, data in Link.from(data).toggleTimeout(t!) },
+      me, nil)
+    dbus_connection_set_wakeup_main_function(conn, { data in Link.from(data).wake() }, me, nil)
+    dbus_connection_add_filter(conn, { _, msg, data in Link.from(data).filter(msg!) }, me, nil)
+  }
+
+  private static func from(_ data: UnsafeMutableRawPointer?) -> Link {
+    Unmanaged<Link>.fromOpaque(data!).takeUnretainedValue()
+  }
+
+  deinit {
+    close()
+    Glibc.close(fd)
+    Glibc.close(wakefd)
+  }
+
+  /// Flushes what is queued and closes the connection. Loop thread.
+  func close() {
+    guard !closed else { return }
+    closed = true
+    flushOutbox()
+    if dbus_connection_get_is_connected(conn) != 0 { dbus_connection_flush(conn) }
+    dbus_connection_close(conn)
+    dbus_connection_set_watch_functions(conn, nil, nil, nil, nil, nil)
+    dbus_connection_set_timeout_functions(conn, nil, nil, nil, nil, nil)
+    dbus_connection_set_wakeup_main_function(conn, nil, nil, nil)
+    dbus_connection_unref(conn)
+    inbox.removeAll()
+    outbox.withLock { $0.removeAll() }
+  }
+
+  var isConnected: Bool { !closed && dbus_connection_get_is_connected(conn) != 0 }
+
+  // MARK: Sending
+
+  /// Queues a message; the loop thread sends queued messages in order.
+  /// A droppable message is dropped (and counted) when the connection's
+  /// outgoing queue is over ``maxOutgoingBytes``.
+  func send(_ m: DBusMessageRef, droppable: Bool = false) {
+    outbox.withLock { $0.append((m, droppable)) }
+    if !onLoopThread { wake() }
+  }
+
+  /// The number of queued messages: with ``send(_:at:)``, puts a message
+  /// before those queued after this mark.
+  var mark: Int { outbox.withLock { $0.count } }
+
+  /// Queues a message at a position returned by ``mark``.
+  func send(_ m: DBusMessageRef, at index: Int) {
+    outbox.withLock { $0.insert((m, false), at: min(index, $0.count)) }
+    if !onLoopThread { wake() }
+  }
+
+  private var onLoopThread: Bool { loopThread.load(ordering: .relaxed) == UInt(pthread_self()) }
+
+  /// Wakes the loop thread. Any thread; async-signal-safe.
+  func wake() {
+    var one: UInt64 = 1
+    _ = withUnsafePointer(to: &one) { write(wakefd, $0, 8) }
+  }
+
+  private func flushOutbox() {
+    let items = outbox.withLock { q -> [(DBusMessageRef, Bool)] in
+      let x = q
+      q.removeAll()
+      return x
+    }
+    for (m, droppable) in items {
+      if droppable && maxOutgoingBytes > 0 && dbus_connection_get_outgoing_size(conn) > maxOutgoingBytes {
+        droppedCount.add(1, ordering: .relaxed)
+        continue
+      }
+      if dbus_connection_send(conn, m.raw, nil) != 0 { sentCount.add(1, ordering: .relaxed) }
+    }
+  }
+
+  // MARK: The loop
+
+  /// Waits up to `timeoutMs` (-1: forever) for work, then handles the
+  /// connection's I/O and timeouts, dispatches incoming messages and sends
+  /// queued ones. Returns false once the connection is closed.
+  @discardableResult
+  func step(timeoutMs: Int32) -> Bool {
+    guard !closed else { return false }
+    loopThread.store(UInt(pthread_self()), ordering: .relaxed)
+    flushOutbox()
+    var wait = timeoutMs
+    if !inbox.isEmpty || dbus_connection_get_dispatch_status(conn) == DBUS_DISPATCH_DATA_REMAINS { wait = 0 }
+    let now = Link.nowMs()
+    if let next = timeouts.values.min() {
+      let left = Int32(clamping: max(0, next - now))
+      wait = wait < 0 ? left : min(wait, left)
+    }
+    var fds = [Int32](repeating: 0, count: 32)
+    var evs = [UInt32](repeating: 0, count: 32)
+    let n = ordo_epoll_wait(fd, &fds, &evs, 32, wait)
+    for i in 0..<max(0, Int(n)) {
+      if fds[i] == wakefd {
+        var v: UInt64 = 0
+        _ = withUnsafeMutablePointer(to: &v) { read(wakefd, $0, 8) }
+      } else {
+        handleWatches(fds[i], evs[i])
+      }
+    }
+    if !timeouts.isEmpty {
+      let t = Link.nowMs()
+      for (timeout, deadline) in timeouts where deadline <= t {
+        guard timeouts[timeout] != nil else { continue }
+        timeouts[timeout] = t + Int64(dbus_timeout_get_interval(timeout))
+        dbus_timeout_handle(timeout)
+      }
+    }
+    dispatchIncoming()
+    flushOutbox()
+    if dbus_connection_get_is_connected(conn) == 0 {
+      // Hand over what is left (the Disconnected signal, replies).
+      dispatchIncoming()
+      return false
+    }
+    return true
+  }
+
+  private func dispatchIncoming() {
+    var budget = 512
+    while budget > 0 {
+      while !inbox.isEmpty {
+        let m = inbox.removeFirst()
+        handler?(m)
+        flushOutbox()
+      }
+      guard dbus_connection_get_dispatch_status(conn) == DBUS_DISPATCH_DATA_REMAINS else { return }
+      dbus_connection_dispatch(conn)
+      budget -= 1
+    }
+    if budget == 0 { wake() }
+  }
+
+  private func filter(_ msg: OpaquePointer) -> DBusHandlerResult {
+    let type = dbus_message_get_type(msg)
+    let m = DBusMessageRef(retaining: msg)
+    if type == ORDO_DBUS_MESSAGE_TYPE_METHOD_CALL || (type == ORDO_DBUS_MESSAGE_TYPE_SIGNAL && acceptSignal?(m) == true) {
+      inbox.append(m)
+      return DBUS_HANDLER_RESULT_HANDLED
+    }
+    return DBUS_HANDLER_RESULT_NOT_YET_HANDLED
+  }
+
+  // MARK: Watches and timeouts
+
+  private func addWatch(_ w: OpaquePointer) -> dbus_bool_t {
+    let wfd = dbus_watch_get_unix_fd(w)
+    watches[wfd, default: []].append(w)
+    updatePoll(wfd)
+    return 1
+  }
+
+  private func removeWatch(_ w: OpaquePointer) {
+    let wfd = dbus_watch_get_unix_fd(w)
+    watches[wfd]?.removeAll { $0 == w }
+    if watches[wfd]?.isEmpty == true { watches[wfd] = nil }
+    updatePoll(wfd)
+  }
+
+  private func updateWatch(_ w: OpaquePointer) {
+    updatePoll(dbus_watch_get_unix_fd(w))
+  }
+
+  private func updatePoll(_ wfd: Int32) {
+    guard wfd >= 0 else { return }
+    guard let list = watches[wfd] else {
+      if polled.remove(wfd) != nil { _ = ordo_epoll_ctl(fd, ORDO_EPOLL_CTL_DEL, wfd, 0) }
+      return
+    }
+    var events: UInt32 = 0
+    for w in list where dbus_watch_get_enabled(w) != 0 {
+      let flags = dbus_watch_get_flags(w)
+      if flags & DBUS_WATCH_READABLE.rawValue != 0 { events |= ORDO_EPOLLIN }
+      if flags & DBUS_WATCH_WRITABLE.rawValue != 0 { events |= ORDO_EPOLLOUT }
+    }
+    if polled.contains(wfd) {
+      _ = ordo_epoll_ctl(fd, ORDO_EPOLL_CTL_MOD, wfd, events)
+    } else if ordo_epoll_ctl(fd, ORDO_EPOLL_CTL_ADD, wfd, events) == 0 {
+      polled.insert(wfd)
+    }
+  }
+
+  private func handleWatches(_ wfd: Int32, _ ev: UInt32) {
+    guard let list = watches[wfd] else { return }
+    var flags: UInt32 = 0
+    if ev & ORDO_EPOLLIN != 0 { flags |= DBUS_WATCH_READABLE.rawValue }
+    if ev & ORDO_EPOLLOUT != 0 { flags |= DBUS_WATCH_WRITABLE.rawValue }
+    if ev & ORDO_EPOLLERR != 0 { flags |= DBUS_WATCH_ERROR.rawValue }
+    if ev & ORDO_EPOLLHUP != 0 { flags |= DBUS_WATCH_HANGUP.rawValue }
+    for w in list {
+      // An earlier handle may have removed or disabled this watch.
+      guard watches[wfd]?.contains(w) == true, dbus_watch_get_enabled(w) != 0 else { continue }
+      let mine = (dbus_watch_get_flags(w) | DBUS_WATCH_ERROR.rawValue | DBUS_WATCH_HANGUP.rawValue) & flags
+      if mine != 0 { dbus_watch_handle(w, mine) }
+    }
+  }
+
+  private func addTimeout(_ t: OpaquePointer) -> dbus_bool_t {
+    if dbus_timeout_get_enabled(t) != 0 { timeouts[t] = Link.nowMs() + Int64(dbus_timeout_get_interval(t)) }
+    return 1
+  }
+
+  private func removeTimeout(_ t: OpaquePointer) { timeouts[t] = nil }
+
+  private func toggleTimeout(_ t: OpaquePointer) {
+    timeouts[t] = dbus_timeout_get_enabled(t) != 0 ? Link.nowMs() + Int64(dbus_timeout_get_interval(t)) : nil
+  }
+
+  static func nowMs() -> Int64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+  }
+
+  // MARK: Blocking calls (setup only)
+
+  /// Calls a method and waits for its reply (setup, before the loop runs).
+  func callBlocking(_ m: DBusMessageRef, timeoutMs: Int32 = 5000) throws(OrdoError) -> DBusMessageRef {
+    var err = DBusError()
+    dbus_error_init(&err)
+    defer { dbus_error_free(&err) }
+    guard let r = dbus_connection_send_with_reply_and_block(conn, m.raw, timeoutMs, &err) else {
+      let name = err.name.map { String(cString: $0) } ?? "org.freedesktop.DBus.Error.Failed"
+      let msg = err.message.map { String(cString: $0) } ?? "no reply"
+      throw OrdoError(.dbus, "\(m.member ?? "call") failed: \(name): \(msg)")
+    }
+    return DBusMessageRef(owning: r)
+  }
+
+  /// Asks the bus daemon for a well-known name; fails unless we become its
+  /// primary owner.
+  func requestName(_ name: String) throws(OrdoError) {
+    var err = DBusError()
+    dbus_error_init(&err)
+    defer { dbus_error_free(&err) }
+    let r = dbus_bus_request_name(conn, name, ORDO_DBUS_NAME_FLAG_DO_NOT_QUEUE, &err)
+    if r == -1 {
+      let msg = err.message.map { String(cString: $0) } ?? "unknown error"
+      throw OrdoError(.dbus, "cannot own the name \(name): \(msg)")
+    }
+    guard r == ORDO_DBUS_REQUEST_NAME_REPLY_PRIMARY_OWNER || r == ORDO_DBUS_REQUEST_NAME_REPLY_ALREADY_OWNER else {
+      throw OrdoError(.dbus, "cannot own the name \(name): another connection owns it")
+    }
+  }
+
+  /// Adds a match rule (blocking; setup only).
+  func addMatch(_ rule: String) throws(OrdoError) {
+    var err = DBusError()
+    dbus_error_init(&err)
+    defer { dbus_error_free(&err) }
+    dbus_bus_add_match(conn, rule, &err)
+    if dbus_error_is_set(&err) != 0 {
+      let msg = err.message.map { String(cString: $0) } ?? "unknown error"
+      throw OrdoError(.dbus, "cannot add match rule \(rule): \(msg)")
+    }
+  }
+}

@@ -1,0 +1,302 @@
+import CDBus
+import Ordo
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A D-Bus message (`DBusMessage *`), owned: released on deinit.
+public final class DBusMessageRef: @unchecked Sendable {
+  let raw: OpaquePointer
+
+  /// Takes ownership of one reference.
+  init(owning raw: OpaquePointer) { self.raw = raw }
+
+  /// Adds a reference.
+  init(retaining raw: OpaquePointer) {
+    dbus_message_ref(raw)
+    self.raw = raw
+  }
+
+  deinit { dbus_message_unref(raw) }
+
+  var type: Int32 { dbus_message_get_type(raw) }
+  var member: String? { dbus_message_get_member(raw).map { String(cString: $0) } }
+  var interface: String? { dbus_message_get_interface(raw).map { String(cString: $0) } }
+  var path: String? { dbus_message_get_path(raw).map { String(cString: $0) } }
+  var sender: String? { dbus_message_get_sender(raw).map { String(cString: $0) } }
+  var signature: String { dbus_message_get_signature(raw).map { String(cString: $0) } ?? "" }
+  var errorName: String? { dbus_message_get_error_name(raw).map { String(cString: $0) } }
+  var noReply: Bool { dbus_message_get_no_reply(raw) != 0 }
+
+  static func signal(path: String, interface: String, member: String) -> DBusMessageRef? {
+    guard let m = dbus_message_new_signal(path, interface, member) else { return nil }
+    return DBusMessageRef(owning: m)
+  }
+
+  static func methodCall(destination: String, path: String, interface: String, member: String) -> DBusMessageRef? {
+    guard let m = dbus_message_new_method_call(destination, path, interface, member) else { return nil }
+    return DBusMessageRef(owning: m)
+  }
+
+  func methodReturn() -> DBusMessageRef? {
+    guard let m = dbus_message_new_method_return(raw) else { return nil }
+    return DBusMessageRef(owning: m)
+  }
+
+  func error(_ name: String, _ message: String) -> DBusMessageRef? {
+    guard let m = dbus_message_new_error(raw, name, message) else { return nil }
+    return DBusMessageRef(owning: m)
+  }
+
+  func setDestination(_ name: String) { dbus_message_set_destination(raw, name) }
+
+  /// A reader positioned at the first argument.
+  func reader() -> MessageReader { MessageReader(self) }
+
+  /// A writer appending arguments.
+  func writer() -> MessageWriter { MessageWriter(self) }
+}
+
+/// A failure decoding arguments: becomes `org.freedesktop.DBus.Error.InvalidArgs`.
+struct InvalidArgs: Error {
+  let message: String
+  init(_ message: String) { self.message = message }
+}
+
+/// Reads arguments with `DBusMessageIter`. Keeps the message alive.
+struct MessageReader {
+  let message: DBusMessageRef
+  var iter = DBusMessageIter()
+  private(set) var atEnd: Bool
+
+  init(_ message: DBusMessageRef) {
+    self.message = message
+    atEnd = dbus_message_iter_init(message.raw, &iter) == 0
+  }
+
+  private init(message: DBusMessageRef, sub: DBusMessageIter) {
+    self.message = message
+    self.iter = sub
+    atEnd = dbus_message_iter_get_arg_type(&self.iter) == ORDO_DBUS_TYPE_INVALID
+  }
+
+  var currentType: Int32 {
+    guard !atEnd else { return ORDO_DBUS_TYPE_INVALID }
+    var it = iter
+    return dbus_message_iter_get_arg_type(&it)
+  }
+
+  mutating func next() {
+    atEnd = dbus_message_iter_next(&iter) == 0
+  }
+
+  /// A reader over the container at the current position.
+  mutating func recurse() -> MessageReader {
+    var sub = DBusMessageIter()
+    dbus_message_iter_recurse(&iter, &sub)
+    return MessageReader(message: message, sub: sub)
+  }
+
+  /// The signature of the current argument (for a variant: of its content).
+  mutating func currentSignature() -> String {
+    guard let p = dbus_message_iter_get_signature(&iter) else { return "?" }
+    defer { dbus_free(p) }
+    return String(cString: p)
+  }
+
+  mutating func string(_ what: String) throws(InvalidArgs) -> String {
+    let t = currentType
+    guard t == ORDO_DBUS_TYPE_STRING || t == ORDO_DBUS_TYPE_OBJECT_PATH else {
+      throw InvalidArgs("\(what): expected a string")
+    }
+    let s = try Self.decode(ordo_iter_get_string(&iter), what)
+    next()
+    return s
+  }
+
+  /// libdbus validates strings, but never trust what reaches us.
+  static func decode(_ p: UnsafePointer<CChar>?, _ what: String) throws(InvalidArgs) -> String {
+    guard let p else { throw InvalidArgs("\(what): missing string") }
+    let n = strlen(p)
+    let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self), count: n)
+    guard let s = String(validating: bytes, as: UTF8.self) else {
+      throw InvalidArgs("\(what): the string is not valid UTF-8")
+    }
+    return s
+  }
+
+  mutating func uint64() -> UInt64 {
+    let v = ordo_iter_get_uint64(&iter)
+    next()
+    return v
+  }
+
+  /// Reads an `as`, refusing more than `limit` entries.
+  mutating func stringArray(_ what: String, limit: Int) throws(OrdoServiceError) -> [String] {
+    var sub = recurse()
+    var out: [String] = []
+    while !sub.atEnd {
+      if out.count >= limit {
+        throw .ordo(OrdoError(.limit, "\(what) has more than \(limit) entries (limit max-keypaths-per-call)"))
+      }
+      do { out.append(try sub.string("\(what)[\(out.count)]")) } catch { throw .invalidArgs(error.message) }
+    }
+    next()
+    return out
+  }
+
+  /// Reads a variant holding an Ordo value (b, x, d, s, ay).
+  mutating func value(_ what: String, maxBytes: Int) throws(OrdoServiceError) -> Value {
+    guard currentType == ORDO_DBUS_TYPE_VARIANT else { throw .invalidArgs("\(what): expected a variant") }
+    var v = recurse()
+    next()
+    let sig = v.currentSignature()
+    switch sig {
+    case "b":
+      return .bool(ordo_iter_get_bool(&v.iter) != 0)
+    case "x":
+      return .int64(ordo_iter_get_int64(&v.iter))
+    case "d":
+      return .double(ordo_iter_get_double(&v.iter))
+    case "s":
+      let p = ordo_iter_get_string(&v.iter)
+      if let p, strlen(p) > maxBytes {
+        throw .ordo(OrdoError(.limit, "\(what): the string is \(strlen(p)) bytes, more than \(maxBytes) (limit max-value-bytes)"))
+      }
+      do { return .string(try Self.decode(p, what)) } catch { throw .invalidArgs(error.message) }
+    case "ay":
+      var a = v.recurse()
+      var n: Int32 = 0
+      let p = ordo_iter_get_bytes(&a.iter, &n)
+      if Int(n) > maxBytes {
+        throw .ordo(OrdoError(.limit, "\(what): \(n) bytes, more than \(maxBytes) (limit max-value-bytes)"))
+      }
+      guard let p, n > 0 else { return .bytes([]) }
+      return .bytes(Array(UnsafeBufferPointer(start: p, count: Int(n))))
+    default:
+      throw .invalidArgs("\(what): a value of type '\(sig)'; values must be variants of type b, x, d, s or ay")
+    }
+  }
+}
+
+/// Appends arguments with `DBusMessageIter`. Out-of-memory aborts: libdbus
+/// only fails to append when allocation fails.
+struct MessageWriter {
+  let message: DBusMessageRef
+  var iter = DBusMessageIter()
+
+  init(_ message: DBusMessageRef) {
+    self.message = message
+    dbus_message_iter_init_append(message.raw, &iter)
+  }
+
+  private init(message: DBusMessageRef) {
+    self.message = message
+  }
+
+  private static func check(_ ok: dbus_bool_t) {
+    if ok == 0 { fatalError("libdbus: out of memory while building a message") }
+  }
+
+  mutating func string(_ s: String) { Self.check(ordo_iter_append_string(&iter, ORDO_DBUS_TYPE_STRING, s)) }
+  mutating func objectPath(_ s: String) { Self.check(ordo_iter_append_string(&iter, ORDO_DBUS_TYPE_OBJECT_PATH, s)) }
+  mutating func bool(_ b: Bool) { Self.check(ordo_iter_append_bool(&iter, b ? 1 : 0)) }
+  mutating func int32(_ v: Int32) { Self.check(ordo_iter_append_int32(&iter, v)) }
+  mutating func uint32(_ v: UInt32) { Self.check(ordo_iter_append_uint32(&iter, v)) }
+  mutating func int64(_ v: Int64) { Self.check(ordo_iter_append_int64(&iter, v)) }
+  mutating func uint64(_ v: UInt64) { Self.check(ordo_iter_append_uint64(&iter, v)) }
+  mutating func double(_ v: Double) { Self.check(ordo_iter_append_double(&iter, v)) }
+  mutating func bytes(_ b: [UInt8]) {
+    b.withUnsafeBufferPointer { Self.check(ordo_iter_append_bytes(&iter, $0.baseAddress, Int32($0.count))) }
+  }
+
+  /// Appends a container (`a`, `v`, `{`, `(`) whose content `body` writes.
+  mutating func container(_ type: Int32, _ signature: String?, _ body: (inout MessageWriter) -> Void) {
+    var sub = MessageWriter(message: message)
+    if let signature {
+      Self.check(dbus_message_iter_open_container(&iter, type, signature, &sub.iter))
+    } else {
+      Self.check(dbus_message_iter_open_container(&iter, type, nil, &sub.iter))
+    }
+    body(&sub)
+    Self.check(dbus_message_iter_close_container(&iter, &sub.iter))
+  }
+
+  mutating func stringArray(_ a: [String]) {
+    container(ORDO_DBUS_TYPE_ARRAY, "s") { w in for s in a { w.string(s) } }
+  }
+
+  /// A variant holding an Ordo value.
+  mutating func value(_ v: Value) {
+    switch v {
+    case .bool(let b): container(ORDO_DBUS_TYPE_VARIANT, "b") { $0.bool(b) }
+    case .int64(let x): container(ORDO_DBUS_TYPE_VARIANT, "x") { $0.int64(x) }
+    case .double(let d): container(ORDO_DBUS_TYPE_VARIANT, "d") { $0.double(d) }
+    case .string(let s): container(ORDO_DBUS_TYPE_VARIANT, "s") { $0.string(s) }
+    case .bytes(let b): container(ORDO_DBUS_TYPE_VARIANT, "ay") { $0.bytes(b) }
+    }
+  }
+
+  /// An `a{sv}` of Ordo values, in the given key order.
+  mutating func valueDict(_ entries: [(String, Value)]) {
+    container(ORDO_DBUS_TYPE_ARRAY, "{sv}") { w in
+      for (k, v) in entries {
+        w.container(ORDO_DBUS_TYPE_DICT_ENTRY, nil) { e in
+          e.string(k)
+          e.value(v)
+        }
+      }
+    }
+  }
+
+  /// An `a{sv}` whose entries `body` writes with the `entry…` functions.
+  mutating func dict(_ body: (inout MessageWriter) -> Void) {
+    container(ORDO_DBUS_TYPE_ARRAY, "{sv}", body)
+  }
+
+  /// One `{sv}` entry of a dictionary; `body` writes the variant's content.
+  mutating func entry(_ key: String, _ sig: String, _ body: (inout MessageWriter) -> Void) {
+    container(ORDO_DBUS_TYPE_DICT_ENTRY, nil) { e in
+      e.string(key)
+      e.container(ORDO_DBUS_TYPE_VARIANT, sig, body)
+    }
+  }
+
+  mutating func entry(_ k: String, string v: String) { entry(k, "s") { $0.string(v) } }
+  mutating func entry(_ k: String, objectPath v: String) { entry(k, "o") { $0.objectPath(v) } }
+  mutating func entry(_ k: String, uint64 v: UInt64) { entry(k, "t") { $0.uint64(v) } }
+  mutating func entry(_ k: String, uint32 v: UInt32) { entry(k, "u") { $0.uint32(v) } }
+  mutating func entry(_ k: String, int32 v: Int32) { entry(k, "i") { $0.int32(v) } }
+  mutating func entry(_ k: String, bool v: Bool) { entry(k, "b") { $0.bool(v) } }
+  mutating func entry(_ k: String, strings v: [String]) { entry(k, "as") { $0.stringArray(v) } }
+}
+
+/// A failure to report to a D-Bus caller.
+enum OrdoServiceError: Error {
+  /// `dev.ordo.Error.<Name>`.
+  case ordo(OrdoError)
+  /// `org.freedesktop.DBus.Error.InvalidArgs`.
+  case invalidArgs(String)
+  /// `dev.ordo.Error.AccessDenied`.
+  case accessDenied(String)
+  /// Another standard error name.
+  case other(name: String, message: String)
+
+  var name: String {
+    switch self {
+    case .ordo(let e): "dev.ordo.Error." + e.code.camelName
+    case .invalidArgs: "org.freedesktop.DBus.Error.InvalidArgs"
+    case .accessDenied: "dev.ordo.Error.AccessDenied"
+    case .other(let name, _): name
+    }
+  }
+
+  var message: String {
+    switch self {
+    case .ordo(let e): e.message
+    case .invalidArgs(let m), .accessDenied(let m): m
+    case .other(_, let m): m
+    }
+  }
+}

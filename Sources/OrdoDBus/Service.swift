@@ -1,0 +1,647 @@
+import CDBus
+import Ordo
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The version of the D-Bus interface implementation (property `Version`).
+public let ordoDBusVersion = "0.1.0"
+
+/// The object path of a published bus.
+public let ordoObjectPath = "/dev/ordo/Bus"
+/// The interface of a published bus.
+public let ordoInterface = "dev.ordo.Bus1"
+/// The default well-known name.
+public let ordoDefaultName = "dev.ordo.Bus"
+/// Contract object paths are this prefix followed by the contract id.
+public let ordoContractPathPrefix = "/dev/ordo/Bus/contract/"
+
+/// Limits that protect a published bus from hostile or broken peers. A call
+/// beyond a limit gets `dev.ordo.Error.Limit` and changes nothing.
+public struct ServiceLimits: Sendable, Hashable {
+  /// Entries in one call: `Commit`'s set + touch + remove, `Snapshot`'s
+  /// patterns, a contract's reads + writes.
+  public var maxKeypathsPerCall = 4096
+  /// Contracts one peer may have registered at once.
+  public var maxContractsPerPeer = 256
+  /// Contracts on the bus at once (all peers and the host).
+  public var maxContracts = 65_536
+  /// Bytes in one string or bytes value.
+  public var maxValueBytes = 1 << 20
+  /// Estimated size of a reply or `Notify` the service builds: a reply over
+  /// it becomes `dev.ordo.Error.Limit`; a `Notify` over it is sent without
+  /// values (and without keypaths if those alone are over it) so that the
+  /// client resynchronizes with `Snapshot`.
+  public var maxMessageBytes = 32 << 20
+  /// When the service's own outgoing queue (to the bus daemon) holds more
+  /// than this, further `Notify` signals are dropped and counted
+  /// (`notify-dropped`); replies are never dropped.
+  public var maxOutgoingBytes = 64 << 20
+
+  /// The defaults.
+  public init() {}
+}
+
+/// How much a service reports.
+public enum LogLevel: Int, Sendable, Comparable, CaseIterable {
+  /// Failures of the service itself.
+  case error
+  /// Error replies to peers, limits reached, dropped signals.
+  case warning
+  /// Registrations, departures, start and stop.
+  case info
+  /// Every call.
+  case debug
+
+  public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
+
+  /// Parses `error`, `warning`/`warn`, `info`, `debug`.
+  public init?(name: String) {
+    switch name.lowercased() {
+    case "error": self = .error
+    case "warning", "warn": self = .warning
+    case "info": self = .info
+    case "debug": self = .debug
+    default: return nil
+    }
+  }
+}
+
+/// Publishes a ``Bus`` on D-Bus as `dev.ordo.Bus1` at `/dev/ordo/Bus`
+/// (SPEC §7).
+///
+/// One thread drives the service: the one that calls ``run()`` or
+/// ``dispatch(timeoutMs:)``. It owns the D-Bus connection, answers every
+/// method call and runs the transactions of remote `Commit`s (so contract
+/// callbacks of the host run on it for those). Other threads may commit on
+/// the bus at any time: `Notify` signals their passes produce are queued and
+/// sent by the service thread, which ``fd`` wakes.
+///
+/// Do not call ``dispatch(timeoutMs:)`` while the same thread holds a
+/// transaction open: a remote `Commit` would join it.
+public final class DBusService: @unchecked Sendable {
+  /// The published bus.
+  public let bus: Bus
+  /// The well-known name owned.
+  public let name: String
+  /// This connection's unique name on the bus daemon.
+  public var uniqueName: String { link.uniqueName }
+  /// The limits in force.
+  public let limits: ServiceLimits
+
+  private let link: Link
+  private let logLevel: LogLevel
+  private let logger: (@Sendable (LogLevel, String) -> Void)?
+  private let stopFlag = Atomic<Bool>(false)
+  private var closed = false
+
+  // Loop-thread state: who registered which contract.
+  private var ownerOf: [ContractID: String] = [:]
+  private var byPeer: [String: Set<ContractID>] = [:]
+
+  // Statistics.
+  private let notifySent = Atomic<UInt64>(0)
+  private let notifyTruncated = Atomic<UInt64>(0)
+  private var methodCalls: UInt64 = 0
+  private var errorReplies: UInt64 = 0
+  private var commits: UInt64 = 0
+  private var peersLeft: UInt64 = 0
+
+  /// Connects to `address` (nil: the session bus), owns `name` and starts
+  /// answering on the thread that then calls ``run()`` or
+  /// ``dispatch(timeoutMs:)``.
+  ///
+  /// - Throws: ``OrdoError/Code/dbus`` when the bus cannot be reached or the
+  ///   name is owned by another connection.
+  public init(
+    bus: Bus, address: String? = nil, name: String = ordoDefaultName, limits: ServiceLimits = ServiceLimits(),
+    logLevel: LogLevel = .warning, logger: (@Sendable (LogLevel, String) -> Void)? = nil
+  ) throws(OrdoError) {
+    self.bus = bus
+    self.name = name
+    self.limits = limits
+    self.logLevel = logLevel
+    self.logger = logger
+    link = try Link(address: address)
+    link.maxOutgoingBytes = limits.maxOutgoingBytes
+    link.acceptSignal = { m in
+      m.sender == "org.freedesktop.DBus" && m.interface == "org.freedesktop.DBus" && m.member == "NameOwnerChanged"
+    }
+    // One match rule tells us about every peer that leaves.
+    try link.addMatch(
+      "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',interface='org.freedesktop.DBus',member='NameOwnerChanged',arg2=''"
+    )
+    try link.requestName(name)
+    link.handler = { [unowned self] m in self.handle(m) }
+    log(.info, "serving \(ordoInterface) at \(ordoObjectPath) as \(name) (\(link.uniqueName))")
+  }
+
+  deinit { close() }
+
+  /// A file descriptor that is readable whenever the service has work: poll
+  /// it, then call ``dispatch(timeoutMs:)`` with 0.
+  public var fd: Int32 { link.fd }
+
+  /// Waits up to `timeoutMs` (-1: forever, 0: not at all) for messages and
+  /// handles them. Returns false once the connection to the bus daemon is
+  /// lost or the service was stopped or closed.
+  @discardableResult
+  public func dispatch(timeoutMs: Int32) -> Bool {
+    guard !closed else { return false }
+    let ok = link.step(timeoutMs: timeoutMs)
+    if !ok { log(.error, "the connection to the bus daemon was lost") }
+    return ok && !stopFlag.load(ordering: .relaxed)
+  }
+
+  /// Answers until ``stop()`` is called.
+  ///
+  /// - Throws: ``OrdoError/Code/dbus`` when the connection to the bus daemon
+  ///   is lost.
+  public func run() throws(OrdoError) {
+    while !stopFlag.load(ordering: .relaxed) {
+      guard !closed, link.step(timeoutMs: -1) else {
+        throw OrdoError(.dbus, "the connection to the bus daemon was lost")
+      }
+    }
+  }
+
+  /// Makes ``run()`` return. Any thread.
+  public func stop() {
+    stopFlag.store(true, ordering: .relaxed)
+    link.wake()
+  }
+
+  /// Removes the remote contracts from the bus, releases the name and closes
+  /// the connection. Call it on the service thread (or after it stopped).
+  public func close() {
+    guard !closed else { return }
+    closed = true
+    for (id, _) in ownerOf { try? bus.unregister(id) }
+    ownerOf.removeAll()
+    byPeer.removeAll()
+    link.close()
+    log(.info, "stopped serving \(name)")
+  }
+
+  private func log(_ level: LogLevel, _ message: @autoclosure () -> String) {
+    guard level <= logLevel, let logger else { return }
+    logger(level, message())
+  }
+
+  // MARK: - Dispatch
+
+  private func handle(_ m: DBusMessageRef) {
+    if m.type == ORDO_DBUS_MESSAGE_TYPE_SIGNAL {
+      handleSignal(m)
+      return
+    }
+    methodCalls += 1
+    let member = m.member ?? ""
+    let path = m.path ?? ""
+    let sender = m.sender ?? ""
+    log(.debug, "\(sender) calls \(m.interface ?? "-").\(member)(\(m.signature)) on \(path)")
+    do throws(OrdoServiceError) {
+      let mark = link.mark
+      let reply = try route(m, path: path, member: member, sender: sender)
+      if m.noReply { return }
+      if let reply {
+        // A reply goes before the Notify signals the call produced only for
+        // Register (the initial call): the peer learns its path first.
+        if member == "Register" { link.send(reply, at: mark) } else { link.send(reply) }
+      }
+    } catch {
+      errorReplies += 1
+      log(.warning, "\(sender) \(member): \(error.name): \(error.message)")
+      if m.noReply { return }
+      if let e = m.error(error.name, error.message) { link.send(e) }
+    }
+  }
+
+  private func route(_ m: DBusMessageRef, path: String, member: String, sender: String) throws(OrdoServiceError) -> DBusMessageRef? {
+    let iface = m.interface
+    switch path {
+    case ordoObjectPath:
+      break
+    case "/", "/dev", "/dev/ordo":
+      guard (iface == nil || iface == "org.freedesktop.DBus.Introspectable") && member == "Introspect" else {
+        throw .other(name: "org.freedesktop.DBus.Error.UnknownMethod", message: "\(path) only answers Introspect")
+      }
+      try expect(m, "", "Introspect")
+      let child = path == "/" ? "dev" : (path == "/dev" ? "ordo" : "Bus")
+      return reply(m) {
+        $0.string(
+          "<!DOCTYPE node PUBLIC \"-//freedesktop//DTD D-BUS Object Introspection 1.0//EN\"\n \"http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd\">\n<node>\n  <node name=\"\(child)\"/>\n</node>\n"
+        )
+      }
+    default:
+      throw .other(name: "org.freedesktop.DBus.Error.UnknownObject", message: "no object at \(path); the bus is at \(ordoObjectPath)")
+    }
+    switch (iface, member) {
+    case ("dev.ordo.Bus1", _), (nil, "Register"), (nil, "Unregister"), (nil, "Commit"), (nil, "Get"), (nil, "Snapshot"),
+      (nil, "Complete"), (nil, "Contracts"), (nil, "Graph"), (nil, "Stats"):
+      return try busMethod(m, member, sender)
+    case ("org.freedesktop.DBus.Introspectable", "Introspect"), (nil, "Introspect"):
+      try expect(m, "", "Introspect")
+      return reply(m) { $0.string(introspectionXML) }
+    case ("org.freedesktop.DBus.Properties", _), (nil, "GetAll"), (nil, "Set"):
+      return try properties(m, member)
+    default:
+      throw .other(
+        name: "org.freedesktop.DBus.Error.UnknownMethod",
+        message: "no method \(member) in interface \(iface ?? "(none)") at \(ordoObjectPath)")
+    }
+  }
+
+  private func expect(_ m: DBusMessageRef, _ signature: String, _ method: String) throws(OrdoServiceError) {
+    let got = m.signature
+    guard got == signature else {
+      throw .invalidArgs("\(method) expects arguments (\(signature)), got (\(got))")
+    }
+  }
+
+  private func reply(_ m: DBusMessageRef, _ body: (inout MessageWriter) -> Void) -> DBusMessageRef? {
+    guard let r = m.methodReturn() else { return nil }
+    var w = r.writer()
+    body(&w)
+    return r
+  }
+
+  private func busMethod(_ m: DBusMessageRef, _ member: String, _ sender: String) throws(OrdoServiceError) -> DBusMessageRef? {
+    switch member {
+    case "Register": return try register(m, sender)
+    case "Unregister": return try unregister(m, sender)
+    case "Commit": return try commit(m)
+    case "Get": return try get(m)
+    case "Snapshot": return try snapshot(m)
+    case "Complete": return try complete(m, sender)
+    case "Contracts":
+      try expect(m, "", "Contracts")
+      return try contractsReply(m)
+    case "Graph":
+      try expect(m, "", "Graph")
+      let dot = bus.graph()
+      guard dot.utf8.count <= limits.maxMessageBytes else {
+        throw .ordo(OrdoError(.limit, "the graph is \(dot.utf8.count) bytes, more than max-message-bytes (\(limits.maxMessageBytes))"))
+      }
+      return reply(m) { $0.string(dot) }
+    case "Stats":
+      try expect(m, "", "Stats")
+      return reply(m) { w in w.dict { self.writeStats(&$0) } }
+    default:
+      throw .other(name: "org.freedesktop.DBus.Error.UnknownMethod", message: "no method \(member) in interface \(ordoInterface)")
+    }
+  }
+
+  // MARK: - Methods
+
+  private func register(_ m: DBusMessageRef, _ sender: String) throws(OrdoServiceError) -> DBusMessageRef? {
+    try expect(m, "sasasa{sv}", "Register")
+    var r = m.reader()
+    let name: String
+    do { name = try r.string("name") } catch { throw .invalidArgs(error.message) }
+    let reads = try r.stringArray("reads", limit: limits.maxKeypathsPerCall)
+    let writes = try r.stringArray("writes", limit: limits.maxKeypathsPerCall)
+    var priority: Int32?
+    var flags: ContractFlags = []
+    var opts = r.recurse()
+    var seen = 0
+    while !opts.atEnd {
+      seen += 1
+      guard seen <= 16 else { throw .invalidArgs("Register: more than 16 options") }
+      var e = opts.recurse()
+      opts.next()
+      let key: String
+      do { key = try e.string("option name") } catch { throw .invalidArgs(error.message) }
+      var v = e.recurse()
+      let sig = v.currentSignature()
+      func need(_ s: String) throws(OrdoServiceError) {
+        guard sig == s else { throw .invalidArgs("Register: option \"\(key)\" must be of type '\(s)', got '\(sig)'") }
+      }
+      switch key {
+      case "priority":
+        try need("i")
+        priority = ordo_iter_get_int32(&v.iter)
+      case "notify-initial":
+        try need("b")
+        if ordo_iter_get_bool(&v.iter) != 0 { flags.insert(.notifyInitial) }
+      case "timeout-ms":
+        try need("u")
+      default:
+        throw .invalidArgs("Register: unknown option \"\(key)\"; the options are priority (i), notify-initial (b), timeout-ms (u)")
+      }
+    }
+    if reads.count + writes.count > limits.maxKeypathsPerCall {
+      throw .ordo(OrdoError(.limit, "contract \"\(name)\" declares \(reads.count + writes.count) patterns, more than \(limits.maxKeypathsPerCall) (limit max-keypaths-per-call)"))
+    }
+    guard writes.isEmpty else {
+      throw .ordo(OrdoError(.invalidArgument, "contract \"\(name)\" has a write set [\(writes.joined(separator: ", "))]: writer contracts are not available over D-Bus yet; register an observer (empty write set)"))
+    }
+    let mine = byPeer[sender]?.count ?? 0
+    guard mine < limits.maxContractsPerPeer else {
+      throw .ordo(OrdoError(.limit, "peer \(sender) already has \(mine) contracts (limit max-contracts-per-peer \(limits.maxContractsPerPeer))"))
+    }
+    let total = bus.statistics.contracts
+    guard total < limits.maxContracts else {
+      throw .ordo(OrdoError(.limit, "the bus already has \(total) contracts (limit max-contracts \(limits.maxContracts))"))
+    }
+    let owner = sender
+    let spec = ContractSpec(name: name, reads: reads, writes: [], priority: priority, flags: flags) { [weak self] note in
+      self?.notify(owner: owner, note)
+    }
+    let handle: ContractHandle
+    do { handle = try bus.register(spec) } catch { throw .ordo(error) }
+    ownerOf[handle.id] = sender
+    byPeer[sender, default: []].insert(handle.id)
+    let path = ordoContractPathPrefix + String(handle.id)
+    log(.info, "\(sender) registered contract \(handle.id) \"\(name)\" reads [\(reads.joined(separator: ", "))]\(priority.map { " priority \($0)" } ?? "")")
+    return reply(m) { $0.objectPath(path) }
+  }
+
+  private func contractID(_ path: String) -> ContractID? {
+    guard path.hasPrefix(ordoContractPathPrefix) else { return nil }
+    let digits = path.dropFirst(ordoContractPathPrefix.count)
+    guard !digits.isEmpty, digits.count <= 20, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+    return ContractID(digits)
+  }
+
+  private func unregister(_ m: DBusMessageRef, _ sender: String) throws(OrdoServiceError) -> DBusMessageRef? {
+    try expect(m, "o", "Unregister")
+    var r = m.reader()
+    let path: String
+    do { path = try r.string("contract") } catch { throw .invalidArgs(error.message) }
+    guard let id = contractID(path) else {
+      throw .ordo(OrdoError(.notFound, "no contract at \(path); contract paths are \(ordoContractPathPrefix)<id>"))
+    }
+    guard let owner = ownerOf[id] else {
+      if bus.contract(id) != nil {
+        throw .accessDenied("contract \(path) belongs to the process that publishes the bus; only its owner may unregister it")
+      }
+      throw .ordo(OrdoError(.notFound, "no contract at \(path)"))
+    }
+    guard owner == sender else {
+      throw .accessDenied("contract \(path) was registered by \(owner); only that peer may unregister it")
+    }
+    forget(id, owner)
+    do { try bus.unregister(id) } catch { throw .ordo(error) }
+    log(.info, "\(sender) unregistered contract \(id)")
+    return reply(m) { _ in }
+  }
+
+  private func forget(_ id: ContractID, _ owner: String) {
+    ownerOf[id] = nil
+    byPeer[owner]?.remove(id)
+    if byPeer[owner]?.isEmpty == true { byPeer[owner] = nil }
+  }
+
+  /// Reads `a{sv} set, as touch, as remove` (Commit and, later, Complete).
+  private func readWrites(_ r: inout MessageReader, _ method: String) throws(OrdoServiceError) -> (set: [(String, Value)], touch: [String], remove: [String]) {
+    var sets: [(String, Value)] = []
+    var d = r.recurse()
+    r.next()
+    while !d.atEnd {
+      if sets.count >= limits.maxKeypathsPerCall {
+        throw .ordo(OrdoError(.limit, "\(method): more than \(limits.maxKeypathsPerCall) entries in set (limit max-keypaths-per-call)"))
+      }
+      var e = d.recurse()
+      d.next()
+      let k: String
+      do { k = try e.string("\(method) set key") } catch { throw .invalidArgs(error.message) }
+      sets.append((k, try e.value("\(method): value of \"\(k)\"", maxBytes: limits.maxValueBytes)))
+    }
+    let left = limits.maxKeypathsPerCall - sets.count
+    let touch = try r.stringArray("\(method) touch", limit: left)
+    let remove = try r.stringArray("\(method) remove", limit: left - touch.count)
+    return (sets, touch, remove)
+  }
+
+  private func commit(_ m: DBusMessageRef) throws(OrdoServiceError) -> DBusMessageRef? {
+    try expect(m, "a{sv}asas", "Commit")
+    var r = m.reader()
+    let w = try readWrites(&r, "Commit")
+    commits += 1
+    bus.begin()
+    let txn: UInt64
+    do throws(OrdoError) {
+      for (k, v) in w.set { try bus.set(k, v) }
+      for k in w.touch { try bus.touch(k) }
+      for k in w.remove {
+        if k.hasSuffix(".**") { try bus.removeTree(String(k.dropLast(3))) } else { try bus.remove(k) }
+      }
+      txn = try bus.commit()
+    } catch {
+      try? bus.rollback()
+      throw .ordo(error)
+    }
+    return reply(m) { $0.uint64(txn) }
+  }
+
+  private func get(_ m: DBusMessageRef) throws(OrdoServiceError) -> DBusMessageRef? {
+    try expect(m, "s", "Get")
+    var r = m.reader()
+    let k: String
+    do { k = try r.string("keypath") } catch { throw .invalidArgs(error.message) }
+    let snap: (values: [String: Value], counters: [String: UInt64], transaction: UInt64)
+    do throws(OrdoError) {
+      _ = try bus.counter(k)  // validates: a keypath, not a pattern
+      snap = try bus.snapshot([k])
+    } catch { throw .ordo(error) }
+    let counter = snap.counters[k] ?? 0
+    guard let v = snap.values[k] else {
+      throw .ordo(OrdoError(.notFound, "\"\(k)\" holds no value (its counter is \(counter))"))
+    }
+    return reply(m) { w in
+      w.value(v)
+      w.uint64(counter)
+    }
+  }
+
+  private static func estimate(_ v: Value) -> Int {
+    switch v {
+    case .string(let s): 16 + s.utf8.count
+    case .bytes(let b): 16 + b.count
+    default: 24
+    }
+  }
+
+  private func snapshot(_ m: DBusMessageRef) throws(OrdoServiceError) -> DBusMessageRef? {
+    try expect(m, "as", "Snapshot")
+    var r = m.reader()
+    let patterns = try r.stringArray("patterns", limit: limits.maxKeypathsPerCall)
+    let snap: (values: [String: Value], counters: [String: UInt64], transaction: UInt64)
+    do { snap = try bus.snapshot(patterns) } catch { throw .ordo(error) }
+    var size = 64
+    for (k, v) in snap.values { size += k.utf8.count + Self.estimate(v) }
+    for (k, _) in snap.counters { size += k.utf8.count + 16 }
+    guard size <= limits.maxMessageBytes else {
+      throw .ordo(OrdoError(.limit, "the snapshot of [\(patterns.joined(separator: ", "))] holds \(snap.values.count) values (about \(size) bytes), more than max-message-bytes (\(limits.maxMessageBytes)); ask for narrower patterns"))
+    }
+    return reply(m) { w in
+      w.valueDict(snap.values.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
+      w.container(ORDO_DBUS_TYPE_ARRAY, "{st}") { a in
+        for (k, n) in snap.counters.sorted(by: { $0.key < $1.key }) {
+          a.container(ORDO_DBUS_TYPE_DICT_ENTRY, nil) { e in
+            e.string(k)
+            e.uint64(n)
+          }
+        }
+      }
+      w.uint64(snap.transaction)
+    }
+  }
+
+  private func complete(_ m: DBusMessageRef, _ sender: String) throws(OrdoServiceError) -> DBusMessageRef? {
+    try expect(m, "ota{sv}asas", "Complete")
+    var r = m.reader()
+    let path: String
+    do { path = try r.string("contract") } catch { throw .invalidArgs(error.message) }
+    guard let id = contractID(path), bus.contract(id) != nil else {
+      throw .ordo(OrdoError(.notFound, "no contract at \(path)"))
+    }
+    guard ownerOf[id] == sender else {
+      throw .accessDenied("contract \(path) was not registered by \(sender); only its owner may complete its calls")
+    }
+    throw .ordo(OrdoError(.invalidArgument, "contract \(path) is an observer (empty write set): it has no call to complete; writer contracts are not available over D-Bus yet"))
+  }
+
+  private func contractsReply(_ m: DBusMessageRef) throws(OrdoServiceError) -> DBusMessageRef? {
+    let list = bus.contracts()
+    var size = 64
+    for c in list { size += 200 + c.name.utf8.count + c.reads.reduce(0) { $0 + $1.utf8.count + 8 } + c.writes.reduce(0) { $0 + $1.utf8.count + 8 } }
+    guard size <= limits.maxMessageBytes else {
+      throw .ordo(OrdoError(.limit, "the list of \(list.count) contracts (about \(size) bytes) is more than max-message-bytes (\(limits.maxMessageBytes))"))
+    }
+    return reply(m) { w in
+      w.container(ORDO_DBUS_TYPE_ARRAY, "a{sv}") { a in
+        for c in list {
+          a.dict { d in
+            d.entry("path", objectPath: ordoContractPathPrefix + String(c.id))
+            d.entry("name", string: c.name)
+            d.entry("owner", string: self.ownerOf[c.id] ?? "")
+            d.entry("reads", strings: c.reads)
+            d.entry("writes", strings: c.writes)
+            if let p = c.priority { d.entry("priority", int32: p) }
+            d.entry("level", uint32: UInt32(clamping: c.level))
+            d.entry("calls", uint64: c.calls)
+            d.entry("kind", string: c.kind.rawValue)
+            d.entry("position", uint32: UInt32(clamping: c.position))
+            d.entry("failures", uint64: c.failures)
+            d.entry("last-txn", uint64: c.lastTransaction)
+          }
+        }
+      }
+    }
+  }
+
+  private func writeStats(_ d: inout MessageWriter) {
+    let s = bus.statistics
+    d.entry("contracts", uint64: UInt64(s.contracts))
+    d.entry("remote-contracts", uint64: UInt64(ownerOf.count))
+    d.entry("peers", uint64: UInt64(byPeer.count))
+    d.entry("transactions", uint64: s.transactions)
+    d.entry("notifications", uint64: s.notifications)
+    d.entry("notify-sent", uint64: notifySent.load(ordering: .relaxed))
+    d.entry("notify-dropped", uint64: link.dropped)
+    d.entry("notify-truncated", uint64: notifyTruncated.load(ordering: .relaxed))
+    d.entry("failures", uint64: s.failures)
+    d.entry("timeouts", uint64: 0)
+    d.entry("rollbacks", uint64: s.rollbacks)
+    d.entry("values", uint64: UInt64(s.values))
+    d.entry("method-calls", uint64: methodCalls)
+    d.entry("error-replies", uint64: errorReplies)
+    d.entry("commits", uint64: commits)
+    d.entry("peers-left", uint64: peersLeft)
+  }
+
+  private func properties(_ m: DBusMessageRef, _ member: String) throws(OrdoServiceError) -> DBusMessageRef? {
+    var r = m.reader()
+    func readIface() throws(OrdoServiceError) -> String {
+      let i: String
+      do { i = try r.string("interface_name") } catch { throw .invalidArgs(error.message) }
+      guard i == ordoInterface || i.isEmpty else {
+        throw .other(name: "org.freedesktop.DBus.Error.UnknownInterface", message: "\(ordoObjectPath) has no properties in interface \(i)")
+      }
+      return i
+    }
+    switch member {
+    case "Get":
+      try expect(m, "ss", "Properties.Get")
+      _ = try readIface()
+      let p: String
+      do { p = try r.string("property_name") } catch { throw .invalidArgs(error.message) }
+      switch p {
+      case "Transaction":
+        let t = bus.transactionID
+        return reply(m) { $0.container(ORDO_DBUS_TYPE_VARIANT, "t") { $0.uint64(t) } }
+      case "Version":
+        return reply(m) { $0.container(ORDO_DBUS_TYPE_VARIANT, "s") { $0.string(ordoDBusVersion) } }
+      default:
+        throw .other(name: "org.freedesktop.DBus.Error.UnknownProperty", message: "\(ordoInterface) has no property \(p); it has Transaction and Version")
+      }
+    case "GetAll":
+      try expect(m, "s", "Properties.GetAll")
+      _ = try readIface()
+      let t = bus.transactionID
+      return reply(m) { w in
+        w.dict { d in
+          d.entry("Transaction", uint64: t)
+          d.entry("Version", string: ordoDBusVersion)
+        }
+      }
+    case "Set":
+      try expect(m, "ssv", "Properties.Set")
+      throw .other(name: "org.freedesktop.DBus.Error.PropertyReadOnly", message: "the properties of \(ordoInterface) are read-only")
+    default:
+      throw .other(name: "org.freedesktop.DBus.Error.UnknownMethod", message: "no method \(member) in org.freedesktop.DBus.Properties")
+    }
+  }
+
+  // MARK: - Peers and signals
+
+  private func handleSignal(_ m: DBusMessageRef) {
+    guard m.member == "NameOwnerChanged", m.signature == "sss" else { return }
+    var r = m.reader()
+    guard let name = try? r.string("name"), let _ = try? r.string("old"), let new = try? r.string("new") else { return }
+    guard name.hasPrefix(":"), new.isEmpty, let ids = byPeer[name] else { return }
+    byPeer[name] = nil
+    peersLeft += 1
+    for id in ids.sorted() {
+      ownerOf[id] = nil
+      try? bus.unregister(id)
+    }
+    log(.info, "\(name) left the bus: removed its \(ids.count) contract\(ids.count == 1 ? "" : "s")")
+  }
+
+  /// Sends a remote contract's `Notify`. Runs on the committing thread.
+  private func notify(owner: String, _ note: Notification) {
+    guard let m = DBusMessageRef.signal(path: ordoObjectPath, interface: ordoInterface, member: "Notify") else { return }
+    m.setDestination(owner)
+    let values = bus.values(of: note)
+    var changed = note.changed
+    var entries: [(String, Value)] = []
+    var size = 64
+    for k in changed { size += k.utf8.count + 8 }
+    if size > limits.maxMessageBytes {
+      changed = []
+      notifyTruncated.add(1, ordering: .relaxed)
+    } else {
+      for k in changed {
+        guard let v = values[k] else { continue }
+        size += k.utf8.count + Self.estimate(v)
+        entries.append((k, v))
+      }
+      if size > limits.maxMessageBytes {
+        entries = []
+        notifyTruncated.add(1, ordering: .relaxed)
+      }
+    }
+    var w = m.writer()
+    w.objectPath(ordoContractPathPrefix + String(note.contract))
+    w.uint64(note.transaction)
+    w.stringArray(changed)
+    w.valueDict(entries)
+    notifySent.add(1, ordering: .relaxed)
+    link.send(m, droppable: true)
+  }
+}

@@ -1,0 +1,162 @@
+import Ordo
+
+/// The text syntax of values used by `ordoctl` (and handy for other tools):
+/// `TYPE:TEXT`, or a bare text whose type is inferred.
+///
+/// | prefix | type | text |
+/// | --- | --- | --- |
+/// | `b:` `bool:` | bool | `true` `false` `1` `0` `yes` `no` |
+/// | `x:` `int64:` `int:` | int64 | decimal, or hex with `0x` |
+/// | `d:` `double:` | double | `1.5` `-2e10` `nan` `inf` |
+/// | `s:` `string:` | string | the rest, as is (may contain `:` and `=`) |
+/// | `ay:` `bytes:` | bytes | hex digits, two per byte (`0aff`), may be empty |
+///
+/// Without a known prefix: `true`/`false` are bools, an integer is an int64,
+/// a number with `.` or an exponent is a double, anything else a string.
+public enum ValueText {
+  /// Parses a value.
+  ///
+  /// - Throws: ``OrdoError/Code/typeMismatch`` when the text does not fit
+  ///   the prefix's type.
+  public static func parse(_ text: String) throws(OrdoError) -> Value {
+    if let colon = text.firstIndex(of: ":") {
+      let prefix = String(text[..<colon])
+      let rest = String(text[text.index(after: colon)...])
+      switch prefix {
+      case "b", "bool":
+        switch rest.lowercased() {
+        case "true", "1", "yes": return .bool(true)
+        case "false", "0", "no": return .bool(false)
+        default: throw OrdoError(.typeMismatch, "\"\(rest)\" is not a bool (true, false, 1, 0, yes, no)")
+        }
+      case "x", "int64", "int":
+        guard let v = parseInt(rest) else { throw OrdoError(.typeMismatch, "\"\(rest)\" is not an int64") }
+        return .int64(v)
+      case "d", "double":
+        guard let v = Double(rest) else { throw OrdoError(.typeMismatch, "\"\(rest)\" is not a double") }
+        return .double(v)
+      case "s", "string":
+        return .string(rest)
+      case "ay", "bytes":
+        guard let b = parseHex(rest) else {
+          throw OrdoError(.typeMismatch, "\"\(rest)\" is not bytes: give hex digits, two per byte, like 0aff")
+        }
+        return .bytes(b)
+      default:
+        break
+      }
+    }
+    switch text {
+    case "true": return .bool(true)
+    case "false": return .bool(false)
+    default: break
+    }
+    if let v = Int64(text) { return .int64(v) }
+    if text.contains(where: { $0 == "." || $0 == "e" || $0 == "E" }), text.first.map({ $0.isNumber || $0 == "-" || $0 == "+" || $0 == "." }) == true,
+      let d = Double(text)
+    {
+      return .double(d)
+    }
+    return .string(text)
+  }
+
+  /// Renders a value as `TYPE:TEXT` (`int64:5`, `string:hello`); with
+  /// `quoted`, strings are JSON-quoted (`string:"hello world"`).
+  public static func format(_ v: Value, quoted: Bool = false) -> String {
+    switch v {
+    case .bool(let b): "bool:\(b)"
+    case .int64(let x): "int64:\(x)"
+    case .double(let d): "double:\(d)"
+    case .string(let s): quoted ? "string:" + json(s) : "string:" + s
+    case .bytes(let b): "bytes:" + hex(b)
+    }
+  }
+
+  /// A JSON rendering: `{"type":"int64","value":5}`; doubles that JSON
+  /// cannot hold (nan, inf) and bytes (hex) are given as strings.
+  public static func jsonValue(_ v: Value) -> String {
+    let body: String
+    switch v {
+    case .bool(let b): body = b ? "true" : "false"
+    case .int64(let x): body = String(x)
+    case .double(let d): body = d.isFinite ? String(d) : json(String(d))
+    case .string(let s): body = json(s)
+    case .bytes(let b): body = json(hex(b))
+    }
+    return "{\"type\":\"\(v.typeName)\",\"value\":\(body)}"
+  }
+
+  /// A JSON string literal.
+  public static func json(_ s: String) -> String {
+    var out = "\""
+    for u in s.unicodeScalars {
+      switch u {
+      case "\"": out += "\\\""
+      case "\\": out += "\\\\"
+      case "\n": out += "\\n"
+      case "\r": out += "\\r"
+      case "\t": out += "\\t"
+      default:
+        if u.value < 0x20 {
+          let h = String(u.value, radix: 16)
+          out += "\\u" + String(repeating: "0", count: 4 - h.count) + h
+        } else {
+          out.unicodeScalars.append(u)
+        }
+      }
+    }
+    return out + "\""
+  }
+
+  static func hex(_ b: [UInt8]) -> String {
+    let digits = Array("0123456789abcdef")
+    var s = ""
+    s.reserveCapacity(b.count * 2)
+    for x in b {
+      s.append(digits[Int(x >> 4)])
+      s.append(digits[Int(x & 15)])
+    }
+    return s
+  }
+
+  static func parseHex(_ s: String) -> [UInt8]? {
+    var t = Substring(s)
+    if t.hasPrefix("0x") { t = t.dropFirst(2) }
+    let chars = Array(t.utf8)
+    guard chars.count % 2 == 0 else { return nil }
+    var out: [UInt8] = []
+    out.reserveCapacity(chars.count / 2)
+    var i = 0
+    while i < chars.count {
+      guard let hi = nibble(chars[i]), let lo = nibble(chars[i + 1]) else { return nil }
+      out.append(hi << 4 | lo)
+      i += 2
+    }
+    return out
+  }
+
+  private static func nibble(_ c: UInt8) -> UInt8? {
+    switch c {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+    case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+    case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+    default: nil
+    }
+  }
+
+  private static func parseInt(_ s: String) -> Int64? {
+    if let v = Int64(s) { return v }
+    var t = Substring(s)
+    var negative = false
+    if t.hasPrefix("-") {
+      negative = true
+      t = t.dropFirst()
+    }
+    guard t.hasPrefix("0x"), let m = UInt64(t.dropFirst(2), radix: 16) else { return nil }
+    if negative {
+      guard m <= UInt64(Int64.max) + 1 else { return nil }
+      return m == UInt64(Int64.max) + 1 ? Int64.min : -Int64(m)
+    }
+    return Int64(exactly: m)
+  }
+}

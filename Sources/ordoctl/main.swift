@@ -1,0 +1,224 @@
+// ordoctl: the command-line client of a bus published over D-Bus (SPEC §8).
+// See docs/dbus.md.
+import Ordo
+import OrdoDBus
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+let usage = """
+  usage: ordoctl [--address ADDR] [--name NAME] [--timeout MS] COMMAND [ARGS…]
+
+  commands:
+    get KEY…                       print values (one KEY: the value alone)
+    set KEY=VALUE…                 set values in one transaction; prints its id
+    touch KEY…                     mark keypaths changed in one transaction
+    rm KEY…                        remove values in one transaction (KEY.** removes the tree)
+    watch PATTERN… [--priority N] [--json] [--initial] [--count N] [--contract NAME]
+                                   register an observer and print one line per Notify
+    snapshot [PATTERN…] [--json]   values and counters (default pattern **)
+    contracts                      the registered contracts, in pass order
+    graph                          the contract dependency graph (Graphviz DOT)
+    stats                          the service's counters
+
+  values: TYPE:TEXT with TYPE b|bool, x|int64|int, d|double, s|string, ay|bytes (hex),
+  e.g. n=int64:5 title=s:Songs ratio=d:0.5 on=b:true raw=ay:00ff; without a known
+  prefix true/false are bools, integers int64, numbers with . or e doubles, the
+  rest strings.
+
+  The bus: --address, else DBUS_SESSION_BUS_ADDRESS; the service: --name (default dev.ordo.Bus).
+
+  """
+
+func out(_ s: String) {
+  var line = s
+  line += "\n"
+  line.withUTF8 { buf in
+    var off = 0
+    while off < buf.count {
+      let n = write(1, buf.baseAddress! + off, buf.count - off)
+      if n <= 0 { return }
+      off += n
+    }
+  }
+}
+
+func fail(_ message: String, code: Int32 = 1) -> Never {
+  var line = "ordoctl: " + message + "\n"
+  line.withUTF8 { _ = write(2, $0.baseAddress!, $0.count) }
+  exit(code)
+}
+
+var args = Array(CommandLine.arguments.dropFirst())
+var address: String?
+var service = ordoDefaultName
+var timeoutMs: Int32 = 10_000
+
+// Global options come before the command.
+while let a = args.first, a.hasPrefix("-") {
+  args.removeFirst()
+  switch a {
+  case "--address":
+    guard !args.isEmpty else { fail("--address needs a value", code: 2) }
+    address = args.removeFirst()
+  case "--name":
+    guard !args.isEmpty else { fail("--name needs a value", code: 2) }
+    service = args.removeFirst()
+  case "--timeout":
+    guard let v = args.first.flatMap({ Int32($0) }), v > 0 else { fail("--timeout needs a positive number of milliseconds", code: 2) }
+    args.removeFirst()
+    timeoutMs = v
+  case "-h", "--help":
+    out(usage)
+    exit(0)
+  default:
+    fail("unknown option \(a)\n\(usage)", code: 2)
+  }
+}
+guard !args.isEmpty else { fail("no command\n\(usage)", code: 2) }
+let command = args.removeFirst()
+
+let client: OrdoClient
+do {
+  client = try OrdoClient(address: address, name: service, timeoutMs: timeoutMs)
+} catch {
+  fail(error.description)
+}
+
+func run(_ body: () throws(OrdoRemoteError) -> Void) {
+  do { try body() } catch { fail(error.description) }
+}
+
+switch command {
+case "get":
+  guard !args.isEmpty else { fail("get needs at least one keypath", code: 2) }
+  run { () throws(OrdoRemoteError) in
+    for k in args {
+      let (v, _) = try client.get(k)
+      out(args.count == 1 ? ValueText.format(v) : "\(k)=\(ValueText.format(v))")
+    }
+  }
+
+case "set":
+  guard !args.isEmpty else { fail("set needs KEY=VALUE arguments", code: 2) }
+  var sets: [(String, Value)] = []
+  for a in args {
+    guard let eq = a.firstIndex(of: "=") else { fail("\"\(a)\" is not KEY=VALUE", code: 2) }
+    do {
+      sets.append((String(a[..<eq]), try ValueText.parse(String(a[a.index(after: eq)...]))))
+    } catch {
+      fail("\(a): \(error.message)", code: 2)
+    }
+  }
+  run { () throws(OrdoRemoteError) in out(String(try client.commit(set: sets))) }
+
+case "touch":
+  guard !args.isEmpty else { fail("touch needs at least one keypath", code: 2) }
+  run { () throws(OrdoRemoteError) in out(String(try client.commit(touch: args))) }
+
+case "rm":
+  guard !args.isEmpty else { fail("rm needs at least one keypath", code: 2) }
+  run { () throws(OrdoRemoteError) in out(String(try client.commit(remove: args))) }
+
+case "watch":
+  var patterns: [String] = []
+  var priority: Int32?
+  var json = false
+  var initial = false
+  var count = 0
+  var contractName = "ordoctl-watch-\(getpid())-\(client.uniqueName)"
+  while !args.isEmpty {
+    let a = args.removeFirst()
+    switch a {
+    case "--priority":
+      guard let v = args.first.flatMap({ Int32($0) }) else { fail("--priority needs an int32", code: 2) }
+      args.removeFirst()
+      priority = v
+    case "--json": json = true
+    case "--initial": initial = true
+    case "--count":
+      guard let v = args.first.flatMap({ Int($0) }), v > 0 else { fail("--count needs a positive number", code: 2) }
+      args.removeFirst()
+      count = v
+    case "--contract":
+      guard !args.isEmpty else { fail("--contract needs a name", code: 2) }
+      contractName = args.removeFirst()
+    default:
+      if a.hasPrefix("--") { fail("unknown watch option \(a)", code: 2) }
+      patterns.append(a)
+    }
+  }
+  guard !patterns.isEmpty else { fail("watch needs at least one pattern (** for everything)", code: 2) }
+  var seen = 0
+  installStopHandlers()
+  run { () throws(OrdoRemoteError) in
+    try client.register(name: contractName, reads: patterns, priority: priority, notifyInitial: initial) { note in
+      seen += 1
+      if json {
+        let changed = note.changed.map(ValueText.json).joined(separator: ",")
+        let values = note.changed.compactMap { k in note.values[k].map { ValueText.json(k) + ":" + ValueText.jsonValue($0) } }
+        out("{\"contract\":\(ValueText.json(note.contract)),\"txn\":\(note.transaction),\"changed\":[\(changed)],\"values\":{\(values.joined(separator: ","))}}")
+      } else {
+        let items = note.changed.map { k in note.values[k].map { "\(k)=\(ValueText.format($0, quoted: true))" } ?? k }
+        out((["txn=\(note.transaction)"] + items).joined(separator: " "))
+      }
+    }
+  }
+  while !stopRequested() && (count == 0 || seen < count) {
+    if !client.process(timeoutMs: 200) { fail("the connection to the bus closed") }
+  }
+
+case "snapshot":
+  var json = false
+  var patterns: [String] = []
+  for a in args {
+    if a == "--json" { json = true } else { patterns.append(a) }
+  }
+  if patterns.isEmpty { patterns = ["**"] }
+  run { () throws(OrdoRemoteError) in
+    let s = try client.snapshot(patterns)
+    let counters = Dictionary(s.counters, uniquingKeysWith: { a, _ in a })
+    if json {
+      let values = s.values.map { ValueText.json($0.0) + ":" + ValueText.jsonValue($0.1) }
+      let cs = s.counters.map { ValueText.json($0.0) + ":" + String($0.1) }
+      out("{\"txn\":\(s.transaction),\"values\":{\(values.joined(separator: ","))},\"counters\":{\(cs.joined(separator: ","))}}")
+    } else {
+      let valued = Dictionary(s.values, uniquingKeysWith: { a, _ in a })
+      for k in Set(valued.keys).union(counters.keys).sorted() {
+        let v = valued[k].map { "=" + ValueText.format($0, quoted: true) } ?? ""
+        out("\(k)\(v) counter=\(counters[k] ?? 0)")
+      }
+      out("txn=\(s.transaction)")
+    }
+  }
+
+case "contracts":
+  run { () throws(OrdoRemoteError) in
+    for c in try client.contracts() {
+      let f = Dictionary(c, uniquingKeysWith: { a, _ in a })
+      let rank = f["priority"].map { "priority=\($0)" } ?? "level=\(f["level"]?.description ?? "0")"
+      let owner = f["owner"]?.description ?? ""
+      out(
+        "\(f["path"]?.description ?? "?") name=\(ValueText.json(f["name"]?.description ?? "")) kind=\(f["kind"]?.description ?? "?") \(rank) owner=\(owner.isEmpty ? "-" : owner) reads=\(f["reads"]?.description ?? "[]") writes=\(f["writes"]?.description ?? "[]") calls=\(f["calls"]?.description ?? "0")"
+      )
+    }
+  }
+
+case "graph":
+  run { () throws(OrdoRemoteError) in
+    var dot = try client.graph()
+    if dot.hasSuffix("\n") { dot.removeLast() }
+    out(dot)
+  }
+
+case "stats":
+  run { () throws(OrdoRemoteError) in
+    for (k, v) in try client.stats() { out("\(k)=\(v)") }
+  }
+
+default:
+  fail("unknown command \"\(command)\"\n\(usage)", code: 2)
+}
+client.close()
+exit(0)

@@ -1,0 +1,159 @@
+import CDBus
+import Ordo
+import OrdoDBus
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Writes a line to a file descriptor (no buffering: logs and the address
+/// line appear at once, even through a pipe).
+func writeLine(_ fd: Int32, _ s: String) {
+  var line = s
+  line += "\n"
+  line.withUTF8 { buf in
+    var off = 0
+    while off < buf.count {
+      let n = write(fd, buf.baseAddress! + off, buf.count - off)
+      if n <= 0 {
+        if n < 0 && ordo_errno() == EINTR { continue }
+        return
+      }
+      off += n
+    }
+  }
+}
+
+/// The service SIGINT/SIGTERM stop.
+let serviceToStop = Mutex<DBusService?>(nil)
+let stopRequested = Atomic<Bool>(false)
+
+/// Blocks SIGINT, SIGTERM and SIGHUP in every thread and waits for them on a
+/// thread of their own, which stops the service. Call before any other
+/// thread starts.
+func installSignalThread() {
+  signal(SIGPIPE, SIG_IGN)
+  var set = sigset_t()
+  sigemptyset(&set)
+  sigaddset(&set, SIGINT)
+  sigaddset(&set, SIGTERM)
+  sigaddset(&set, SIGHUP)
+  pthread_sigmask(SIG_BLOCK, &set, nil)
+  var tid = pthread_t()
+  pthread_create(&tid, nil, { _ in
+    var set = sigset_t()
+    sigemptyset(&set)
+    sigaddset(&set, SIGINT)
+    sigaddset(&set, SIGTERM)
+    sigaddset(&set, SIGHUP)
+    var sig: Int32 = 0
+    while sigwait(&set, &sig) != 0 {}
+    stopRequested.store(true, ordering: .relaxed)
+    serviceToStop.withLock { $0?.stop() }
+    return nil
+  }, nil)
+  pthread_detach(tid)
+}
+
+/// A `dbus-daemon` started for this process, stopped by ``stop()``.
+final class PrivateDaemon {
+  let pid: pid_t
+  let address: String
+  private let dir: String
+
+  /// Starts `dbus-daemon` with a configuration of its own in a fresh
+  /// temporary directory and reads the address it listens on.
+  init(quiet: Bool) throws(OrdoError) {
+    var template = Array("/tmp/ordod.XXXXXX".utf8CString)
+    guard let d = mkdtemp(&template) else { throw OrdoError(.dbus, "cannot create a temporary directory: errno \(ordo_errno())") }
+    dir = String(cString: d)
+    let config = """
+      <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+       "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+      <busconfig>
+        <type>session</type>
+        <listen>unix:dir=\(dir)</listen>
+        <auth>EXTERNAL</auth>
+        <policy context="default">
+          <allow send_destination="*" eavesdrop="true"/>
+          <allow eavesdrop="true"/>
+          <allow own="*"/>
+        </policy>
+        <!-- A peer that never reads its socket may have at most 64 MiB queued
+             for it; further messages to it are dropped. -->
+        <limit name="max_outgoing_bytes">67108864</limit>
+        <limit name="max_incoming_bytes">134217728</limit>
+        <limit name="max_message_size">134217728</limit>
+        <limit name="max_completed_connections">4096</limit>
+        <limit name="max_connections_per_user">4096</limit>
+        <limit name="max_match_rules_per_connection">4096</limit>
+        <limit name="max_replies_per_connection">4096</limit>
+      </busconfig>
+
+      """
+    let configPath = dir + "/bus.conf"
+    guard let f = fopen(configPath, "w") else { throw OrdoError(.dbus, "cannot write \(configPath): errno \(ordo_errno())") }
+    fputs(config, f)
+    fclose(f)
+
+    var fds: [Int32] = [0, 0]
+    guard pipe(&fds) == 0 else { throw OrdoError(.dbus, "pipe failed: errno \(ordo_errno())") }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
+    posix_spawn_file_actions_addclose(&actions, fds[0])
+    // Its warnings (e.g. it cannot raise the fd limit) only at debug level.
+    if quiet { posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0) }
+    // The daemon must not inherit our blocked signals: SIGTERM stops it.
+    var attr = posix_spawnattr_t()
+    posix_spawnattr_init(&attr)
+    var none = sigset_t()
+    sigemptyset(&none)
+    posix_spawnattr_setsigmask(&attr, &none)
+    posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK))
+    let args = ["dbus-daemon", "--config-file=\(configPath)", "--nofork", "--nopidfile", "--print-address=1"]
+    var argv: [UnsafeMutablePointer<CChar>?] = args.map { strdup($0) } + [nil]
+    var child: pid_t = 0
+    let rc = posix_spawnp(&child, "dbus-daemon", &actions, &attr, &argv, ordo_environ())
+    for p in argv { free(p) }
+    posix_spawn_file_actions_destroy(&actions)
+    posix_spawnattr_destroy(&attr)
+    close(fds[1])
+    guard rc == 0 else {
+      close(fds[0])
+      throw OrdoError(.dbus, "cannot start dbus-daemon (is the Debian package dbus-daemon installed?): error \(rc)")
+    }
+    pid = child
+    // Read the address line.
+    var line: [UInt8] = []
+    var byte: UInt8 = 0
+    while read(fds[0], &byte, 1) == 1 {
+      if byte == UInt8(ascii: "\n") { break }
+      line.append(byte)
+    }
+    close(fds[0])
+    address = String(decoding: line, as: UTF8.self)
+    guard !address.isEmpty else {
+      stop()
+      throw OrdoError(.dbus, "dbus-daemon did not print its address")
+    }
+  }
+
+  /// Stops the daemon and removes its directory.
+  func stop() {
+    kill(pid, SIGTERM)
+    var status: Int32 = 0
+    waitpid(pid, &status, 0)
+    unlink(dir + "/bus.conf")
+    // The socket file, if any is left.
+    if let dp = opendir(dir) {
+      while let e = readdir(dp) {
+        let name = withUnsafeBytes(of: e.pointee.d_name) { raw in String(cString: raw.bindMemory(to: CChar.self).baseAddress!) }
+        if name != "." && name != ".." { unlink(dir + "/" + name) }
+      }
+      closedir(dp)
+    }
+    rmdir(dir)
+  }
+}

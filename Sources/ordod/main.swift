@@ -1,0 +1,124 @@
+// ordod: serves an Ordo bus on D-Bus (SPEC §8). See docs/dbus.md.
+import CDBus
+import Ordo
+import OrdoDBus
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+let usage = """
+  usage: ordod [options]
+
+  Serves an Ordo bus as dev.ordo.Bus1 at /dev/ordo/Bus on D-Bus.
+  With DBUS_SESSION_BUS_ADDRESS set it uses the session bus; otherwise it
+  starts a private dbus-daemon and stops it on exit. Once it serves, it
+  prints DBUS_SESSION_BUS_ADDRESS=<address> on standard output.
+
+  options:
+    --address ADDR               connect to this bus daemon address
+    --private                    start a private dbus-daemon even with a session bus
+    --name NAME                  well-known name to own (default dev.ordo.Bus)
+    --log-level LEVEL            error, warning, info (default), debug
+    --max-keypaths-per-call N    entries in one Commit/Snapshot/Register (default 4096)
+    --max-contracts-per-peer N   contracts one peer may hold (default 256)
+    --max-contracts N            contracts on the bus (default 65536)
+    --max-value-bytes N          bytes in one string/bytes value (default 1048576)
+    --max-message-bytes N        size of a reply or Notify built (default 33554432)
+    --max-outgoing-bytes N       outgoing queue before Notify signals drop (default 67108864)
+    -h, --help                   show this help
+
+  """
+
+func fail(_ message: String, code: Int32 = 2) -> Never {
+  writeLine(2, "ordod: \(message)")
+  exit(code)
+}
+
+var address: String?
+var forcePrivate = false
+var name = ordoDefaultName
+var level = LogLevel.info
+var limits = ServiceLimits()
+
+var args = Array(CommandLine.arguments.dropFirst())
+func value(_ option: String, _ args: inout [String]) -> String {
+  guard !args.isEmpty else { fail("\(option) needs a value") }
+  return args.removeFirst()
+}
+func number(_ option: String, _ args: inout [String]) -> Int {
+  let v = value(option, &args)
+  guard let n = Int(v), n > 0 else { fail("\(option) needs a positive number, got \"\(v)\"") }
+  return n
+}
+while !args.isEmpty {
+  let a = args.removeFirst()
+  switch a {
+  case "--address": address = value(a, &args)
+  case "--private": forcePrivate = true
+  case "--name": name = value(a, &args)
+  case "--log-level":
+    let v = value(a, &args)
+    guard let l = LogLevel(name: v) else { fail("unknown log level \"\(v)\": error, warning, info or debug") }
+    level = l
+  case "--max-keypaths-per-call": limits.maxKeypathsPerCall = number(a, &args)
+  case "--max-contracts-per-peer": limits.maxContractsPerPeer = number(a, &args)
+  case "--max-contracts": limits.maxContracts = number(a, &args)
+  case "--max-value-bytes": limits.maxValueBytes = number(a, &args)
+  case "--max-message-bytes": limits.maxMessageBytes = number(a, &args)
+  case "--max-outgoing-bytes": limits.maxOutgoingBytes = number(a, &args)
+  case "-h", "--help":
+    writeLine(1, usage)
+    exit(0)
+  default: fail("unknown option \"\(a)\"\n\(usage)")
+  }
+}
+
+installSignalThread()
+let logLevel = level
+let logger: @Sendable (LogLevel, String) -> Void = { l, message in
+  writeLine(2, "ordod: \(l): \(message)")
+}
+
+var daemon: PrivateDaemon?
+if address == nil {
+  let session = getenv("DBUS_SESSION_BUS_ADDRESS").map { String(cString: $0) } ?? ""
+  if forcePrivate || session.isEmpty {
+    do {
+      let d = try PrivateDaemon(quiet: logLevel < .debug)
+      daemon = d
+      address = d.address
+      if logLevel >= .info { logger(.info, "started a private dbus-daemon (pid \(d.pid))") }
+    } catch {
+      fail(error.message, code: 1)
+    }
+  } else {
+    address = session
+  }
+}
+
+let service: DBusService
+do {
+  service = try DBusService(bus: Bus(), address: address, name: name, limits: limits, logLevel: logLevel, logger: logger)
+} catch {
+  daemon?.stop()
+  fail(error.message, code: 1)
+}
+serviceToStop.withLock { $0 = service }
+if stopRequested.load(ordering: .relaxed) { service.stop() }
+writeLine(1, "DBUS_SESSION_BUS_ADDRESS=\(address ?? "")")
+
+var status: Int32 = 0
+do {
+  try service.run()
+} catch {
+  logger(.error, error.message)
+  status = 1
+}
+serviceToStop.withLock { $0 = nil }
+service.close()
+if let daemon {
+  daemon.stop()
+  if logLevel >= .info { logger(.info, "stopped the private dbus-daemon") }
+}
+exit(status)
