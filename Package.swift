@@ -11,6 +11,7 @@ let package = Package(
     .target(name: "OrdoConformance", dependencies: ["Ordo"]),
     .executableTarget(name: "ordo-conformance", dependencies: ["OrdoConformance"]),
     .executableTarget(name: "ordo-demo", dependencies: ["Ordo"]),
+    .executableTarget(name: "ordo-bench", dependencies: ["Ordo"], path: "Benchmarks/ordo-bench"),
     .testTarget(name: "OrdoTests", dependencies: ["Ordo", "OrdoConformance"]),
   ]
 )

@@ -769,12 +769,18 @@ public final class Bus: @unchecked Sendable {
       return handle
     }
     // Initial call outside a pass: its writes form a transaction of their own
-    // (or join the one this thread has open).
+    // (or join the one this thread has open). Like a callback in a pass, it
+    // starts at depth 0: its begin/commit pairs join, a commit without begin
+    // fails, and a begin it leaves open ends with the call instead of keeping
+    // the caller's transaction open.
     let outer = depth
-    depth += 1
+    let nested = running != nil
+    depth = 0
     call(c, Notification(transaction: lastTransaction, contract: c.id, changed: []))
-    depth -= 1
-    if outer == 0 { _ = runPass() }
+    depth = outer
+    if outer == 0 && !nested {
+      _ = runPass()
+    }
     lock.unlock()
     return handle
   }

@@ -1,0 +1,220 @@
+import Foundation
+import Observation
+import Ordo
+
+/// The Observation comparator's model: one observable object per item, its
+/// `value` observed by one observer, as a list row observes its item.
+@Observable final class ObservedItem {
+  var value: Int64 = 0
+}
+
+/// Observers of the Observation comparator that fired and must be
+/// re-registered (`withObservationTracking` fires once).
+final class Pending: @unchecked Sendable {
+  var items: [Int] = []
+}
+
+/// The workload of scenario 2 through the Swift API, also the reference of
+/// the C ABI scenario: `n` contracts, contract `i` reading
+/// `model.item<i>.value`; one transaction sets every keypath once.
+final class OrdoDelivery {
+  let bus = Bus()
+  let keys: [String]
+  let sink = Sink()
+  var value: Int64 = 0
+  var transactions = 0
+
+  init(_ n: Int) throws {
+    keys = (0..<n).map { "model.item\($0).value" }
+    let sink = self.sink
+    for i in 0..<n { try bus.register(name: "o\(i)", reads: [keys[i]]) { _ in sink.calls &+= 1 } }
+  }
+
+  /// Runs `ops` transactions; returns the elapsed ns.
+  func run(_ ops: Int) throws -> UInt64 {
+    let t0 = nowNS()
+    for _ in 0..<ops {
+      value &+= 1
+      bus.begin()
+      for k in keys { try bus.set(k, .int64(value)) }
+      try bus.commit()
+    }
+    transactions += ops
+    return nowNS() - t0
+  }
+
+  func verify(_ what: String) {
+    check(sink.calls == keys.count * transactions, "\(what): \(sink.calls) calls for \(transactions) transactions of \(keys.count) changes")
+  }
+}
+
+/// Scenario 2: the cost of one delivered change. N observers, each on its own
+/// keypath; each transaction changes every keypath once. Comparators: a
+/// NotificationCenter post per change with one observer per name, Swift
+/// Observation with the observer re-registering after each change, and a
+/// bare loop of indirect calls (the floor).
+func runDelivery(_ s: Settings) throws -> [BenchResult] {
+  let n = 1_000
+  let ordo = try OrdoDelivery(n)
+
+  // NotificationCenter: a private center, one name per keypath.
+  let center = NotificationCenter()
+  let names = ordo.keys.map { Foundation.Notification.Name($0) }
+  let ncSink = Sink()
+  var tokens: [any NSObjectProtocol] = []
+  for name in names {
+    tokens.append(center.addObserver(forName: name, object: nil, queue: nil) { _ in ncSink.calls &+= 1 })
+  }
+  var ncValues = [Int64](repeating: 0, count: n)
+  var ncTransactions = 0
+
+  // Observation: one @Observable item per keypath.
+  let items = (0..<n).map { _ in ObservedItem() }
+  let obsSink = Sink()
+  let pending = Pending()
+  func observe(_ i: Int) {
+    withObservationTracking {
+      _ = items[i].value
+    } onChange: {
+      obsSink.calls &+= 1
+      pending.items.append(i)
+    }
+  }
+  for i in 0..<n { observe(i) }
+  var obsTransactions = 0
+
+  // The floor: a value store and an indirect call per change.
+  let floorSink = Sink()
+  let calls: [() -> Void] = (0..<n).map { _ in { floorSink.calls &+= 1 } }
+  var floorValues = [Int64](repeating: 0, count: n)
+  var floorTransactions = 0
+
+  var v: Int64 = 0
+  let variants = [
+    Variant("ordo") { ops in try ordo.run(ops) },
+    Variant("notificationcenter") { ops in
+      let t0 = nowNS()
+      for _ in 0..<ops {
+        v &+= 1
+        for i in 0..<n {
+          ncValues[i] = v
+          center.post(name: names[i], object: nil)
+        }
+      }
+      ncTransactions += ops
+      return nowNS() - t0
+    },
+    Variant("observation") { ops in
+      let t0 = nowNS()
+      for _ in 0..<ops {
+        v &+= 1
+        for i in 0..<n { items[i].value = v }
+        let fired = pending.items
+        pending.items.removeAll(keepingCapacity: true)
+        for i in fired { observe(i) }
+      }
+      obsTransactions += ops
+      return nowNS() - t0
+    },
+    Variant("indirect-calls") { ops in
+      let t0 = nowNS()
+      for _ in 0..<ops {
+        v &+= 1
+        for i in 0..<n {
+          floorValues[i] = v
+          calls[i]()
+        }
+      }
+      floorTransactions += ops
+      return nowNS() - t0
+    },
+  ]
+  progress("delivery: measuring \(n) observers")
+  let m = try measure(variants, s).mapValues { $0 / Double(n) }
+  ordo.verify("delivery")
+  check(ncSink.calls == n * ncTransactions, "delivery: NotificationCenter made \(ncSink.calls) calls")
+  check(obsSink.calls == n * obsTransactions, "delivery: Observation made \(obsSink.calls) calls")
+  check(floorSink.calls == n * floorTransactions, "delivery: floor made \(floorSink.calls) calls")
+  for t in tokens { center.removeObserver(t) }
+
+  let o = m["ordo"]!
+  var r = BenchResult(scenario: "delivery", metric: "ns_per_change", ordo: o, target: "vs notificationcenter >= 10, vs observation >= 3", met: nil)
+  for name in ["notificationcenter", "observation", "indirect-calls"] { r.comparators.append((name, m[name]!)) }
+  r.ratios = [
+    ("vs notificationcenter", m["notificationcenter"]! / o),
+    ("vs observation", m["observation"]! / o),
+    ("vs indirect-calls", o / m["indirect-calls"]!),
+  ]
+  r.met = m["notificationcenter"]! / o >= 10 && m["observation"]! / o >= 3
+  return [r]
+}
+
+/// Scenario 3: coalescing. 100 contracts, contract `j` reading keypath
+/// `j % 10` of 10; one transaction writes those 10 keypaths 1 000 times in
+/// all (each write a new value). Ordo calls each contract once; the
+/// NotificationCenter comparator posts every write to the 10 observers of
+/// its name.
+func runCoalescing(_ s: Settings) throws -> [BenchResult] {
+  let keys = (0..<10).map { "model.field\($0)" }
+  let writes = 1_000
+  let contracts = 100
+
+  let bus = Bus()
+  let sink = Sink()
+  for j in 0..<contracts { try bus.register(name: "c\(j)", reads: [keys[j % 10]]) { _ in sink.calls &+= 1 } }
+  var value: Int64 = 0
+  var transactions = 0
+
+  let center = NotificationCenter()
+  let names = keys.map { Foundation.Notification.Name($0) }
+  let ncSink = Sink()
+  var tokens: [any NSObjectProtocol] = []
+  for j in 0..<contracts {
+    tokens.append(center.addObserver(forName: names[j % 10], object: nil, queue: nil) { _ in ncSink.calls &+= 1 })
+  }
+  var ncValues = [Int64](repeating: 0, count: 10)
+  var ncValue: Int64 = 0
+  var ncTransactions = 0
+
+  let variants = [
+    Variant("ordo") { ops in
+      let t0 = nowNS()
+      for _ in 0..<ops {
+        bus.begin()
+        for w in 0..<writes {
+          value &+= 1
+          try bus.set(keys[w % 10], .int64(value))
+        }
+        try bus.commit()
+      }
+      transactions += ops
+      return nowNS() - t0
+    },
+    Variant("notificationcenter-every-write") { ops in
+      let t0 = nowNS()
+      for _ in 0..<ops {
+        for w in 0..<writes {
+          ncValue &+= 1
+          ncValues[w % 10] = ncValue
+          center.post(name: names[w % 10], object: nil)
+        }
+      }
+      ncTransactions += ops
+      return nowNS() - t0
+    },
+  ]
+  progress("coalescing: measuring")
+  let m = try measure(variants, s)
+  for t in tokens { center.removeObserver(t) }
+  check(sink.calls == contracts * transactions, "coalescing: \(sink.calls) calls for \(transactions) transactions")
+  check(ncSink.calls == writes * (contracts / 10) * ncTransactions, "coalescing: NotificationCenter made \(ncSink.calls) calls")
+  let ordoCalls = Double(sink.calls) / Double(transactions)
+  let ncCalls = Double(ncSink.calls) / Double(ncTransactions)
+  var time = BenchResult(scenario: "coalescing", metric: "ns_per_transaction", ordo: m["ordo"]!, target: "none", met: nil)
+  time.comparators = [("notificationcenter-every-write", m["notificationcenter-every-write"]!)]
+  time.ratios = [("vs notificationcenter-every-write", m["notificationcenter-every-write"]! / m["ordo"]!)]
+  var calls = BenchResult(scenario: "coalescing", metric: "calls_per_transaction", ordo: ordoCalls, target: "ordo == 100 (each contract once)", met: ordoCalls == 100)
+  calls.comparators = [("notificationcenter-every-write", ncCalls)]
+  calls.ratios = [("vs notificationcenter-every-write", ncCalls / ordoCalls)]
+  return [time, calls]
+}

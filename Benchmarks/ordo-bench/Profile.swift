@@ -1,0 +1,51 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+import Ordo
+
+/// `--profile WORKLOAD`: runs only Ordo's side of one workload, for a
+/// profiler (`valgrind --tool=callgrind`). Workloads:
+///   commit:N     10 000 commits of 10 changes with N contracts registered
+///   delivery     200 transactions of scenario 2 (1 000 changes each)
+///   register:N   N registrations of contracts reading 3 keypaths
+func runProfile(_ workload: String) throws {
+  let parts = workload.split(separator: ":")
+  let n = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+  switch parts.first ?? "" {
+  case "commit" where n >= 10:
+    let keys = (0..<n).map { "model.item\($0).value" }
+    let bus = Bus()
+    let sink = Sink()
+    for i in 0..<n { try bus.register(name: "c\(i)", reads: [keys[i]]) { _ in sink.calls &+= 1 } }
+    var rng = SplitMix(state: 3)
+    let t0 = nowNS()
+    for v in 0..<10_000 {
+      let g = rng.below(n / 10) * 10
+      bus.begin()
+      for k in g..<(g + 10) { try bus.set(keys[k], .int64(Int64(v))) }
+      try bus.commit()
+    }
+    check(sink.calls == 100_000, "profile commit: \(sink.calls) calls")
+    progress("profile commit:\(n): \(Double(nowNS() - t0) / 10_000) ns per commit")
+  case "delivery":
+    let d = try OrdoDelivery(1_000)
+    let t = try d.run(200)
+    d.verify("profile delivery")
+    progress("profile delivery: \(Double(t) / 200_000) ns per change")
+  case "register" where n > 0:
+    let bus = Bus()
+    let sink = Sink()
+    let t0 = nowNS()
+    for i in 0..<n {
+      let item = "model.item\(i)"
+      try bus.register(name: "c\(i)", reads: [item + ".a", item + ".b", item + ".c"]) { _ in sink.calls &+= 1 }
+    }
+    progress("profile register:\(n): \(Double(nowNS() - t0) / Double(n)) ns per registration")
+  default:
+    eprint("ordo-bench: unknown profile workload \(workload): commit:N, delivery or register:N\n")
+    exit(64)
+  }
+}

@@ -1,0 +1,137 @@
+import Ordo
+
+/// The comparator of the scale scenario: a plain dispatcher that keeps its
+/// contracts in an array and, at every commit, scans every contract's read
+/// set against the keypaths the transaction changed. It stores values like
+/// the bus and only calls contracts whose reads changed, but has no index.
+final class ScanDispatcher {
+  struct Entry {
+    let name: String
+    let reads: [String]
+    let callback: () -> Void
+  }
+
+  private(set) var entries: [Entry] = []
+  private var values: [String: Int64] = [:]
+  private var changed = Set<String>()
+
+  func register(name: String, reads: [String], callback: @escaping () -> Void) {
+    entries.append(Entry(name: name, reads: reads, callback: callback))
+  }
+
+  func set(_ keypath: String, _ value: Int64) {
+    if values.updateValue(value, forKey: keypath) != value { changed.insert(keypath) }
+  }
+
+  func commit() {
+    guard !changed.isEmpty else { return }
+    for e in entries where e.reads.contains(where: { changed.contains($0) }) { e.callback() }
+    changed.removeAll(keepingCapacity: true)
+  }
+}
+
+/// Scenario 1: per-commit cost against the number of contracts registered.
+/// Contract `i` reads `model.item<i>.value`; every commit sets the 10
+/// keypaths of one group of 10 contracts, the group drawn at random among
+/// all registered contracts, so 10 contracts are called per commit whatever
+/// the size. One bus grows through the sizes; a second bus keeps 10
+/// contracts and is measured in the same rounds, as the baseline.
+func runScale(_ s: Settings) throws -> [BenchResult] {
+  let sizes = s.quick ? [10, 1_000, 100_000] : [10, 1_000, 100_000, 1_000_000]
+  let keys = (0..<sizes.max()!).map { "model.item\($0).value" }
+  var results: [BenchResult] = []
+
+  let baseSink = Sink()
+  let base = Bus()
+  for i in 0..<10 { try base.register(name: "c\(i)", reads: [keys[i]]) { _ in baseSink.calls &+= 1 } }
+  var baseValue: Int64 = 0
+  var baseCommits = 0
+  var baseRng = SplitMix(state: 1)
+
+  let bigSink = Sink()
+  let big = Bus()
+  let scanSink = Sink()
+  let scan = ScanDispatcher()
+  var registered = 0
+  var bigValue: Int64 = 0
+  var scanValue: Int64 = 0
+
+  for n in sizes {
+    progress("scale: registering \(n) contracts")
+    while registered < n {
+      let i = registered
+      try big.register(name: "c\(i)", reads: [keys[i]]) { _ in bigSink.calls &+= 1 }
+      scan.register(name: "c\(i)", reads: [keys[i]]) { scanSink.calls &+= 1 }
+      registered += 1
+    }
+    let groups = n / 10
+    var bigRng = SplitMix(state: UInt64(n))
+    var scanRng = SplitMix(state: UInt64(n) &+ 7)
+    var bigCommits = 0
+    var scanCommits = 0
+    bigSink.calls = 0
+    scanSink.calls = 0
+    baseSink.calls = 0
+    baseCommits = 0
+
+    let ordoVariant = Variant("ordo") { ops in
+      let t0 = nowNS()
+      for _ in 0..<ops {
+        let g = bigRng.below(groups) * 10
+        big.begin()
+        for k in g..<(g + 10) { try big.set(keys[k], .int64(bigValue)) }
+        bigValue &+= 1
+        try big.commit()
+      }
+      bigCommits += ops
+      return nowNS() - t0
+    }
+    let baseVariant = Variant("ordo-10-contracts") { ops in
+      let t0 = nowNS()
+      for _ in 0..<ops {
+        let g = baseRng.below(1) * 10
+        base.begin()
+        for k in g..<(g + 10) { try base.set(keys[k], .int64(baseValue)) }
+        baseValue &+= 1
+        try base.commit()
+      }
+      baseCommits += ops
+      return nowNS() - t0
+    }
+    let scanVariant = Variant("scan-all") { ops in
+      let t0 = nowNS()
+      for _ in 0..<ops {
+        let g = scanRng.below(groups) * 10
+        for k in g..<(g + 10) { scan.set(keys[k], scanValue) }
+        scanValue &+= 1
+        scan.commit()
+      }
+      scanCommits += ops
+      return nowNS() - t0
+    }
+    progress("scale: measuring \(n) contracts")
+    let variants = n == 10 ? [ordoVariant, scanVariant] : [ordoVariant, baseVariant, scanVariant]
+    let m = try measure(variants, s)
+    check(bigSink.calls == 10 * bigCommits, "scale \(n): \(bigSink.calls) calls for \(bigCommits) commits")
+    check(scanSink.calls == 10 * scanCommits, "scale \(n): scan made \(scanSink.calls) calls for \(scanCommits) commits")
+    check(baseSink.calls == 10 * baseCommits, "scale \(n): baseline made \(baseSink.calls) calls for \(baseCommits) commits")
+
+    let ordo = m["ordo"]!
+    let scanNS = m["scan-all"]!
+    var r = BenchResult(scenario: "scale-\(n)", metric: "ns_per_commit", ordo: ordo, target: "none", met: nil)
+    r.comparators.append(("scan-all", scanNS))
+    if n != 10 {
+      let b = m["ordo-10-contracts"]!
+      r.comparators.append(("ordo-10-contracts", b))
+      r.ratios.append(("vs ordo-10-contracts", ordo / b))
+    }
+    r.ratios.append(("vs scan-all", scanNS / ordo))
+    if n == 100_000 {
+      let scaleRatio = ordo / m["ordo-10-contracts"]!
+      r.target = "vs ordo-10-contracts <= 2, vs scan-all >= 1000"
+      r.met = scaleRatio <= 2 && scanNS / ordo >= 1000
+    }
+    results.append(r)
+  }
+  return results
+}

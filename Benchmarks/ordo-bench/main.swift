@@ -1,0 +1,97 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import Foundation
+
+// ordo-bench: the benchmarks of SPEC §9. Prints a table of this project's
+// figures next to comparators measured in the same run, as ratios; writes
+// them as JSON with --json PATH. See docs/performance.md.
+
+let usage = """
+  usage: ordo-bench [--quick] [--json PATH] [--only SCENARIO[,SCENARIO…]] [--c-bench PROGRAM] [--profile WORKLOAD]
+    --quick     smaller sizes (up to 100 000 contracts) and fewer repetitions
+    --json      also write the results as JSON to PATH
+    --only      run only these scenarios: memory, scale, delivery, coalescing, c-abi, dbus
+    --c-bench   the C program of the c-abi scenario (built by `make bench`)
+    --profile   run only Ordo's side of one workload, for a profiler:
+                commit:N, delivery, register:N (see Profile.swift)
+  """
+
+/// Progress on stderr, so stdout carries only the table.
+func progress(_ s: String) {
+  eprint("ordo-bench: \(s)\n")
+}
+
+func parseArguments() -> Settings {
+  var s = Settings()
+  var args = CommandLine.arguments.dropFirst()
+  func value(_ flag: String) -> String {
+    guard let v = args.popFirst() else {
+      eprint("ordo-bench: \(flag) needs a value\n\(usage)\n")
+      exit(64)
+    }
+    return v
+  }
+  while let a = args.popFirst() {
+    switch a {
+    case "--quick": s.quick = true
+    case "--json": s.jsonPath = value(a)
+    case "--only": s.only = Set(value(a).split(separator: ",").map(String.init))
+    case "--c-bench": s.cBench = value(a)
+    case "--profile": s.profile = value(a)
+    case "-h", "--help":
+      print(usage)
+      exit(0)
+    default:
+      eprint("ordo-bench: unknown argument \(a)\n\(usage)\n")
+      exit(64)
+    }
+  }
+  if s.quick {
+    s.reps = 3
+    s.batchNS = 10_000_000
+  }
+  return s
+}
+
+func main() throws {
+  let settings = parseArguments()
+  if let workload = settings.profile {
+    try runProfile(workload)
+    return
+  }
+  let machine = machineDescription()
+  let started = nowNS()
+  var results: [BenchResult] = []
+  // Memory first: it measures the resident set, best done on a fresh heap.
+  if settings.wants("memory") { results += try runMemory(settings) }
+  if settings.wants("scale") { results += try runScale(settings) }
+  if settings.wants("delivery") { results += try runDelivery(settings) }
+  if settings.wants("coalescing") { results += try runCoalescing(settings) }
+  if settings.wants("c-abi") { results += try runCABI(settings) }
+  if settings.wants("dbus") { results += try runDBus(settings) }
+  let seconds = Double(nowNS() - started) / 1e9
+
+  print("ordo-bench\(settings.quick ? " --quick" : ""): \(machine)")
+  print("ratios: competitor ÷ ordo (times faster) for competitors; ordo ÷ baseline (times the cost) for baselines")
+  print("(ordo-10-contracts, indirect-calls, swift, plain-array). Medians of \(settings.reps) rounds.\n")
+  print(table(results), terminator: "")
+  print(String(format: "\nfinished in %.1f s", seconds))
+  if let path = settings.jsonPath {
+    let text = json(machine: machine, results)
+    guard FileManager.default.createFile(atPath: path, contents: Data(text.utf8)) else {
+      eprint("ordo-bench: cannot write \(path)\n")
+      exit(1)
+    }
+    progress("wrote \(path)")
+  }
+}
+
+do {
+  try main()
+} catch {
+  eprint("ordo-bench: \(error)\n")
+  exit(1)
+}

@@ -1,0 +1,54 @@
+# Benchmarks (SPEC §9; docs/performance.md).
+#
+#   make bench        release build, every scenario, table on stdout, JSON in
+#                     $(BENCH_JSON); under 5 minutes on 2 cores
+#   make test-bench   the quick mode (part of `make test`): checks that it runs
+#                     and writes well-formed JSON, never a performance target
+#
+# The c-abi scenario drives libordo.so from C (Benchmarks/c), built against
+# a private install prefix when include/ordo.h and `make install` exist;
+# otherwise the report says it is not available.
+
+BENCH_SCRATCH ?= .build-bench
+BENCH_BIN     := $(BENCH_SCRATCH)/release/ordo-bench
+BENCH_JSON    ?= $(BENCH_SCRATCH)/bench.json
+BENCH_PREFIX  := $(CURDIR)/$(BENCH_SCRATCH)/prefix
+BENCH_C       := $(BENCH_SCRATCH)/ordo-c-bench
+BENCH_CC      ?= cc
+# --c-bench only when the C program was built.
+BENCH_C_ARG    = $$(test -x $(BENCH_C) && echo --c-bench $(BENCH_C))
+
+.PHONY: bench bench-build bench-c test-bench
+TEST_TARGETS += test-bench
+
+bench-build:
+	$(SWIFT) build -c release --scratch-path $(BENCH_SCRATCH) --product ordo-bench $(SWIFTFLAGS)
+
+bench-c:
+	@rm -f $(BENCH_C)
+	@if [ -f include/ordo.h ] && $(MAKE) -n install PREFIX=$(BENCH_PREFIX) >/dev/null 2>&1; then \
+	  echo "bench: installing libordo into $(BENCH_PREFIX) for the c-abi scenario"; \
+	  if $(MAKE) --no-print-directory install PREFIX=$(BENCH_PREFIX) >$(BENCH_SCRATCH)/install.log 2>&1; then \
+	    pc=$$(find $(BENCH_PREFIX) -name ordo.pc | head -n 1); \
+	    if [ -n "$$pc" ]; then \
+	      flags="$$(PKG_CONFIG_PATH=$$(dirname $$pc) pkg-config --cflags --libs ordo) -Wl,-rpath,$$(PKG_CONFIG_PATH=$$(dirname $$pc) pkg-config --variable=libdir ordo)"; \
+	    else \
+	      lib=$$(dirname $$(find $(BENCH_PREFIX) -name 'libordo.so*' | head -n 1)); \
+	      flags="-I$(BENCH_PREFIX)/include -L$$lib -lordo -Wl,-rpath,$$lib"; \
+	    fi; \
+	    $(BENCH_CC) -std=c99 -O2 -Wall -Wextra -Werror -o $(BENCH_C) Benchmarks/c/ordo-c-bench.c $$flags \
+	      || echo "bench: building the C benchmark failed: c-abi not available"; \
+	  else \
+	    echo "bench: make install failed (see $(BENCH_SCRATCH)/install.log): c-abi not available"; \
+	  fi; \
+	else \
+	  echo "bench: include/ordo.h or the install rule is missing: c-abi not available"; \
+	fi
+
+bench: deps bench-build bench-c
+	$(BENCH_BIN) --json $(BENCH_JSON) $(BENCH_C_ARG)
+
+test-bench: deps bench-build bench-c
+	$(BENCH_BIN) --quick --json $(BENCH_SCRATCH)/bench-quick.json $(BENCH_C_ARG) >$(BENCH_SCRATCH)/bench-quick.txt
+	@cat $(BENCH_SCRATCH)/bench-quick.txt
+	@python3 Benchmarks/check-json.py $(BENCH_SCRATCH)/bench-quick.json
