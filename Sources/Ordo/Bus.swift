@@ -31,10 +31,11 @@ public final class Bus: @unchecked Sendable {
   private var schedule = Schedule()
   private var deferredLevelSeeds: [ContractState] = []
 
-  // Store.
-  private var values: [String: Value] = [:]
-  private var counters: [String: UInt64] = [:]
-  private let keys = KeyTree()
+  // Store: a tree of keypath nodes, also reachable by full keypath.
+  private let root = KeyNode(key: "", ids: [])
+  private var nodes: [String: KeyNode] = [:]
+  private var segments = SegmentTable()
+  private var valueCount = 0
   private var journal = Journal()
   private var lastTransaction: UInt64 = 0
 
@@ -46,6 +47,10 @@ public final class Bus: @unchecked Sendable {
   private var everyTxn: [ContractState] = []
   private var nextID: ContractID = 1
   private var nextSeq: UInt64 = 1
+  /// Bumped by every registration and unregistration; node reader caches
+  /// of older generations are stale.
+  private var indexGeneration: UInt64 = 0
+  private var markSerial: UInt64 = 0
 
   // Statistics and failures.
   private var notifications: UInt64 = 0
@@ -154,13 +159,8 @@ public final class Bus: @unchecked Sendable {
 
   /// Restores the values of the transaction and forgets it. Lock held.
   private func restoreJournal() -> [@Sendable () -> Void] {
-    for (k, old) in journal.original {
-      let segs = k.split(separator: ".", omittingEmptySubsequences: false)
-      if let old {
-        if values.updateValue(old, forKey: k) == nil { keys.insert(k, segs) }
-      } else if values.removeValue(forKey: k) != nil, counters[k] == nil {
-        keys.remove(segs)
-      }
+    for n in journal.originals where n.value != n.original {
+      setValue(n, n.original)
     }
     let undo = journal.undo
     journal.reset()
@@ -187,6 +187,74 @@ public final class Bus: @unchecked Sendable {
       throw OrdoError(.noTransaction, "onRollback outside a transaction")
     }
     if !inPass { journal.undo.append(action) }
+  }
+
+  // MARK: - Keypath nodes
+
+  /// The node of a keypath, creating it (and its ancestors) when `create`.
+  /// Validates the keypath the first time it is seen. Lock held.
+  private func node(_ k: String, create: Bool) throws(OrdoError) -> KeyNode? {
+    if let n = nodes[k] { return n }
+    let (parts, _) = try Keypath.parse(k, allowWildcards: false)
+    guard create else { return nil }
+    var node = root
+    var prefix = ""
+    var ids: [UInt32] = []
+    ids.reserveCapacity(parts.count)
+    for (i, part) in parts.enumerated() {
+      let id = segments.intern(part)
+      ids.append(id)
+      prefix = i == 0 ? part : prefix + "." + part
+      if let next = node.children[id] {
+        node = next
+      } else {
+        let next = KeyNode(key: i == parts.count - 1 ? k : prefix, ids: ids)
+        node.children[id] = next
+        nodes[next.key] = next
+        node = next
+      }
+    }
+    return node
+  }
+
+  /// The segment ids of a keypath without creating a node: unknown segments
+  /// get ``SegmentTable/unknown``. Lock held.
+  private func ids(_ k: String) throws(OrdoError) -> [UInt32] {
+    if let n = nodes[k] { return n.ids }
+    return try Keypath.parse(k, allowWildcards: false).segments.map { segments.lookup($0) }
+  }
+
+  /// Compiles a pattern against the segment table. Lock held.
+  private func compile(_ p: Pattern) -> CPattern {
+    CPattern(ids: p.fixed.map { if case .literal(let l) = $0 { segments.intern(l) } else { SegmentTable.any } }, isTree: p.isTree, string: p.string)
+  }
+
+  /// Compiles a pattern without interning (for queries). Lock held.
+  private func compileQuery(_ p: Pattern) -> CPattern {
+    CPattern(ids: p.fixed.map { if case .literal(let l) = $0 { segments.lookup(l) } else { SegmentTable.any } }, isTree: p.isTree, string: p.string)
+  }
+
+  private func setValue(_ n: KeyNode, _ v: Value?) {
+    if n.value == nil && v != nil { valueCount += 1 } else if n.value != nil && v == nil { valueCount -= 1 }
+    n.value = v
+  }
+
+  /// The contracts whose read sets a write to `n` affects, each once. Cached
+  /// on the node until the next registration or unregistration. Lock held.
+  private func readers(_ n: KeyNode) -> [ContractState] {
+    if n.readersGeneration == indexGeneration { return n.readers }
+    markSerial += 1
+    let mark = markSerial
+    var list: [ContractState] = []
+    readIndex.forEachReader(affectedBy: n.ids) { r in
+      if r.mark != mark {
+        r.mark = mark
+        list.append(r)
+      }
+    }
+    n.readers = list
+    n.readersGeneration = indexGeneration
+    return list
   }
 
   // MARK: - Writes
@@ -235,11 +303,6 @@ public final class Bus: @unchecked Sendable {
     try write(keypath, .removeTree)
   }
 
-  private func write(_ k: String, _ op: WriteOp) throws(OrdoError) {
-    let segs = try Keypath.scan(k, allowWildcards: false)
-    try write([(k, segs, op)])
-  }
-
   /// Writes several keypaths at once, all or nothing: every keypath and every
   /// contract rule is checked before anything changes. Used by surfaces that
   /// receive a set of writes in one message (D-Bus `Commit`, `Complete`).
@@ -247,177 +310,158 @@ public final class Bus: @unchecked Sendable {
   /// - Throws: like ``set(_:_:)``, for the first write that is refused; then
   ///   none of the writes is applied.
   public func write(_ batch: [Write]) throws(OrdoError) {
-    var ops: [(String, [Substring], WriteOp)] = []
+    guard !batch.isEmpty else { return }
+    lock.lock()
+    defer { lock.unlock() }
+    var ops: [(String, WriteOp)] = []
     ops.reserveCapacity(batch.count)
     for w in batch {
       switch w {
-      case .set(let k, let v): ops.append((k, try Keypath.scan(k, allowWildcards: false), .set(v)))
-      case .touch(let k): ops.append((k, try Keypath.scan(k, allowWildcards: false), .touch))
-      case .remove(let k): ops.append((k, try Keypath.scan(k, allowWildcards: false), .remove))
-      case .removeTree(let k): ops.append((k, try Keypath.scan(k, allowWildcards: false), .removeTree))
+      case .set(let k, let v): ops.append((k, .set(v)))
+      case .touch(let k): ops.append((k, .touch))
+      case .remove(let k): ops.append((k, .remove))
+      case .removeTree(let k): ops.append((k, .removeTree))
       }
+      _ = try ids(ops[ops.count - 1].0)  // validate every keypath first
     }
-    try write(ops)
+    try checkWritable(ops[0].0, ops[0].1)
+    if let c = running {
+      for (k, op) in ops { try checkWrite(c, k, try ids(k), op) }
+    }
+    for (k, op) in ops {
+      guard let n = try node(k, create: true) else { continue }
+      applyChecked(n, op)
+    }
   }
 
-  private func write(_ ops: [(String, [Substring], WriteOp)]) throws(OrdoError) {
-    guard let first = ops.first else { return }
+  private func write(_ k: String, _ op: WriteOp) throws(OrdoError) {
     lock.lock()
     defer { lock.unlock() }
-    // Inside a pass only callbacks write; outside, a transaction or an
-    // initial call must be open on this thread.
+    var n = nodes[k]
+    let keyIDs: [UInt32]
+    if let n { keyIDs = n.ids } else { keyIDs = try ids(k) }
+    try checkWritable(k, op)
+    if let c = running { try checkWrite(c, k, keyIDs, op) }
+    if n == nil { n = try node(k, create: true) }
+    applyChecked(n!, op)
+  }
+
+  /// Inside a pass only callbacks write; outside, a transaction or an
+  /// initial call must be open on this thread. Lock held.
+  private func checkWritable(_ k: String, _ op: WriteOp) throws(OrdoError) {
     guard isOwner(), !suspended, inPass ? running != nil : (depth > 0 || running != nil) else {
-      throw OrdoError(.noTransaction, "\(first.2.name) \"\(first.0)\" outside a transaction: call begin first")
-    }
-    let c = running
-    if let c {
-      for (k, segs, op) in ops { try checkWrite(c, k, segs, op) }
-    }
-    for (k, segs, op) in ops {
-      let altered = apply(k, segs, op, by: c)
-      if inPass, altered, let c {
-        scheduleReaders(of: k, segs, after: c, skipping: [])
-      }
+      throw OrdoError(.noTransaction, "\(op.name) \"\(k)\" outside a transaction: call begin first")
     }
   }
 
-  /// Runs `body` with the running callback's contract checks suspended on
-  /// this thread: reads see the live state without contract checks, writes
-  /// fail with ``OrdoError/Code/noTransaction``, registrations during a pass
-  /// are placed relative to the suspended contract. For bridges that wait
-  /// inside a callback (a remote writer contract awaiting its peer's answer)
-  /// and meanwhile serve other clients on the same thread.
-  public func withCallbackSuspended<T>(_ body: () throws -> T) rethrows -> T {
-    lock.lock()
-    let was = suspended
-    let own = isOwner()
-    if own { suspended = true }
-    lock.unlock()
-    defer {
-      if own {
-        lock.lock()
-        suspended = was
-        lock.unlock()
-      }
+  /// Applies a checked write and, inside a pass, schedules what it affects.
+  private func applyChecked(_ n: KeyNode, _ op: WriteOp) {
+    let c = running
+    if apply(n, op, by: c), inPass, let c {
+      schedule(readersOf: n, after: c, skipping: [])
     }
-    return try body()
   }
 
   /// The running contract's write rules (SPEC §5). Lock held.
-  private func checkWrite(_ c: ContractState, _ k: String, _ segs: [Substring], _ op: WriteOp) throws(OrdoError) {
+  private func checkWrite(_ c: ContractState, _ k: String, _ keyIDs: [UInt32], _ op: WriteOp) throws(OrdoError) {
     var allowed: Int?
     for (i, w) in c.writes.enumerated() {
-      if case .removeTree = op { if w.coversTree(segs) { allowed = i; break } } else if w.matches(segments: segs) {
+      if case .removeTree = op { if w.coversTree(keyIDs) { allowed = i; break } } else if w.matches(keyIDs) {
         allowed = i
         break
       }
     }
     guard let i = allowed else {
       let set = c.writes.isEmpty ? "its write set is empty" : "its write set is [\(c.writes.map(\.string).joined(separator: ", "))]"
-      let what = (op.name == "removeTree") ? "removeTree \"\(k)\" (needs a pattern covering \"\(k)\" and all its descendants, such as \"\(k).**\")" : "\(op.name) \"\(k)\""
+      let what: String
+      if case .removeTree = op {
+        what = "removeTree \"\(k)\" (needs a pattern covering \"\(k)\" and all its descendants, such as \"\(k).**\")"
+      } else {
+        what = "\(op.name) \"\(k)\""
+      }
       throw OrdoError(.contractViolation, "contract \"\(c.name)\" may not \(what): \(set)")
     }
     let key = c.key
     var earlier: ContractState?
-    readIndex.forEachReader(affectedBy: QuerySegments(keypath: segs)) { r in
+    let check: (ContractState) -> Void = { r in
       if r !== c, r.key < key, earlier == nil || r.key < earlier!.key { earlier = r }
+    }
+    if let n = nodes[k] {
+      for r in readers(n) { check(r) }
+    } else {
+      readIndex.forEachReader(affectedBy: keyIDs, check)
     }
     if let e = earlier {
       throw OrdoError(.stability, "contract \"\(c.name)\" may not \(op.name) \"\(k)\": contract \"\(e.name)\", placed before it in the pass, reads it")
     }
-    c.usedWrites[i] = true
+    c.usedWrites |= ContractState.bit(i)
   }
 
   /// Applies a write to the store and the journal. Returns whether it
   /// altered the current state. Lock held.
-  private func apply(_ k: String, _ segs: [Substring], _ op: WriteOp, by c: ContractState?) -> Bool {
-    var rec = journal.records[k] ?? {
-      journal.order.append(k)
-      return WriteRecord(segments: segs)
-    }()
+  private func apply(_ n: KeyNode, _ op: WriteOp, by c: ContractState?) -> Bool {
+    journal.record(n)
     if let c {
-      if !rec.writtenBy.contains(c.id) { rec.writtenBy.append(c.id) }
+      if !n.writtenBy.contains(c.id) { n.writtenBy.append(c.id) }
     } else {
-      rec.external = true
+      n.external = true
     }
-    var altered = false
     switch op {
     case .set(let v):
-      rec.ownValue = true
-      altered = store(k, segs, v)
+      n.ownValue = true
+      return store(n, v)
     case .remove:
-      rec.ownValue = true
-      altered = store(k, segs, nil)
+      n.ownValue = true
+      return store(n, nil)
     case .touch:
-      altered = !rec.touched
-      rec.touched = true
+      let altered = !n.touched
+      n.touched = true
+      return altered
     case .removeTree:
-      var under: [String] = []
-      if let node = keys.node(segs) { keys.keys(under: node, into: &under) }
-      for key in under where values[key] != nil {
-        altered = store(key, key.split(separator: ".", omittingEmptySubsequences: false), nil) || altered
-        if !rec.removed.contains(key) { rec.removed.append(key) }
+      var altered = false
+      var removed = n.removed
+      n.forEachInSubtree { d in
+        guard d.value != nil else { return }
+        altered = store(d, nil) || altered
+        if !removed.contains(where: { $0 === d }) { removed.append(d) }
       }
+      n.removed = removed
+      return altered
     }
-    journal.records[k] = rec
-    return altered
   }
 
   /// Stores a value (nil: removes), recording the original. Returns whether
   /// the value changed. Lock held.
-  private func store(_ k: String, _ segs: [Substring], _ v: Value?) -> Bool {
-    let old = values[k]
-    if old == v { return false }
-    if journal.original.index(forKey: k) == nil { journal.original[k] = .some(old) }
-    if let v {
-      values[k] = v
-      if old == nil { keys.insert(k, segs) }
-    } else {
-      values[k] = nil
-      if counters[k] == nil { keys.remove(segs) }
-    }
+  private func store(_ n: KeyNode, _ v: Value?) -> Bool {
+    if n.value == v { return false }
+    journal.saveOriginal(n)
+    setValue(n, v)
     return true
-  }
-
-  private func netChanged(_ k: String) -> Bool {
-    guard let i = journal.original.index(forKey: k) else { return false }
-    return journal.original.values[i] != values[k]
-  }
-
-  private func isChanged(_ rec: WriteRecord, _ k: String) -> Bool {
-    if rec.touched { return true }
-    if rec.ownValue && netChanged(k) { return true }
-    return rec.removed.contains(where: netChanged)
   }
 
   // MARK: - The notification pass
 
-  /// Schedules the contracts a write to `k` affects. Lock held.
-  private func scheduleReaders(of k: String, _ segs: [Substring], after: ContractState?, skipping: [ContractID]) {
+  /// Schedules the contracts a write to `n` affects. Lock held.
+  private func schedule(readersOf n: KeyNode, after: ContractState?, skipping: [ContractID]) {
     let serial = passSerial
     let afterKey = after?.key
-    readIndex.forEachReader(affectedBy: QuerySegments(keypath: segs)) { r in
-      guard r.registered, r.calledSerial != serial, r !== after else { return }
-      if let afterKey, r.key < afterKey { return }
-      if !skipping.isEmpty && skipping.contains(r.id) { return }
+    for r in readers(n) {
+      guard r.registered, r.calledSerial != serial, r !== after else { continue }
+      if let afterKey, r.key < afterKey { continue }
+      if !skipping.isEmpty && skipping.contains(r.id) { continue }
       if r.scheduledSerial != serial {
         r.scheduledSerial = serial
         r.triggers.removeAll(keepingCapacity: true)
         schedule.push(r)
       }
-      if r.triggers.last != k { r.triggers.append(k) }
+      if r.triggers.last !== n { r.triggers.append(n) }
     }
   }
 
   /// Runs the pass of the transaction in the journal and commits it. Lock
   /// held and ownership held on entry; ownership released on return.
-  private func runPass(excluding initial: ContractState? = nil) -> UInt64 {
-    var any = false
-    for k in journal.order where isChanged(journal.records[k]!, k) {
-      any = true
-      break
-    }
-    guard any else {
+  private func runPass() -> UInt64 {
+    guard journal.records.contains(where: journal.isChanged) else {
       journal.reset()
       depth = 0
       release()
@@ -428,12 +472,8 @@ public final class Bus: @unchecked Sendable {
     passTransaction = txn
     passSerial += 1
     inPass = true
-    if let initial { initial.calledSerial = passSerial }
-    for k in journal.order {
-      let rec = journal.records[k]!
-      guard isChanged(rec, k) else { continue }
-      let skip = rec.external ? [] : rec.writtenBy
-      scheduleReaders(of: k, rec.segments, after: nil, skipping: skip)
+    for n in journal.records where journal.isChanged(n) {
+      schedule(readersOf: n, after: nil, skipping: n.external ? [] : n.writtenBy)
     }
     for c in everyTxn where c.calledSerial != passSerial && c.scheduledSerial != passSerial {
       c.scheduledSerial = passSerial
@@ -443,14 +483,16 @@ public final class Bus: @unchecked Sendable {
     while let c = schedule.pop() {
       guard c.registered, c.calledSerial != passSerial else { continue }
       c.calledSerial = passSerial
-      var changed: [String]
+      var changed: [String] = []
       if c.kind == .everyTransaction {
-        changed = journal.order.filter { isChanged(journal.records[$0]!, $0) }
+        for n in journal.records where journal.isChanged(n) { changed.append(n.key) }
+      } else if c.triggers.count == 1 {
+        if journal.isChanged(c.triggers[0]) { changed.append(c.triggers[0].key) }
       } else {
-        changed = []
-        var seen = Set<String>()
-        for k in c.triggers where isChanged(journal.records[k]!, k) {
-          if c.triggers.count > 8 ? seen.insert(k).inserted : !changed.contains(k) { changed.append(k) }
+        markSerial += 1
+        for n in c.triggers where n.bumpSerial != markSerial && journal.isChanged(n) {
+          n.bumpSerial = markSerial
+          changed.append(n.key)
         }
       }
       c.triggers.removeAll()
@@ -460,12 +502,15 @@ public final class Bus: @unchecked Sendable {
     }
     // Commit: counters rise once for every keypath that was touched or whose
     // value differs from its value at the start of the transaction.
-    var bumped = Set<String>()
-    for (k, rec) in journal.records where rec.touched && bumped.insert(k).inserted {
-      bump(k, rec.segments)
+    markSerial += 1
+    let bump = markSerial
+    for n in journal.records where n.touched && n.bumpSerial != bump {
+      n.bumpSerial = bump
+      n.counter += 1
     }
-    for (k, old) in journal.original where old != values[k] && bumped.insert(k).inserted {
-      bump(k, k.split(separator: ".", omittingEmptySubsequences: false))
+    for n in journal.originals where n.original != n.value && n.bumpSerial != bump {
+      n.bumpSerial = bump
+      n.counter += 1
     }
     journal.reset()
     inPass = false
@@ -478,15 +523,6 @@ public final class Bus: @unchecked Sendable {
     }
     release()
     return txn
-  }
-
-  private func bump(_ k: String, _ segs: [Substring]) {
-    if let c = counters[k] {
-      counters[k] = c + 1
-    } else {
-      counters[k] = 1
-      if values[k] == nil { keys.insert(k, segs) }
-    }
   }
 
   /// Calls a contract's callback without holding the lock. Lock held on
@@ -524,7 +560,40 @@ public final class Bus: @unchecked Sendable {
     lock.unlock()
   }
 
+  /// Runs `body` with the running callback's contract checks suspended on
+  /// this thread: reads see the live state without contract checks, writes
+  /// fail with ``OrdoError/Code/noTransaction``, registrations during a pass
+  /// are placed relative to the suspended contract. For bridges that wait
+  /// inside a callback (a remote writer contract awaiting its peer's answer)
+  /// and meanwhile serve other clients on the same thread.
+  public func withCallbackSuspended<T>(_ body: () throws -> T) rethrows -> T {
+    lock.lock()
+    let was = suspended
+    let own = isOwner()
+    if own { suspended = true }
+    lock.unlock()
+    defer {
+      if own {
+        lock.lock()
+        suspended = was
+        lock.unlock()
+      }
+    }
+    return try body()
+  }
+
   // MARK: - Reads
+
+  /// Checks a read of `k` by the running callback, if any. Lock held.
+  private func checkReadIfInCallback(_ k: String, _ n: KeyNode?) throws(OrdoError) -> Bool {
+    let own = isOwner()
+    if own, let c = running, !suspended {
+      let keyIDs: [UInt32]
+      if let n { keyIDs = n.ids } else { keyIDs = try ids(k) }
+      try checkRead(c, k, keyIDs)
+    }
+    return own
+  }
 
   /// The value of `keypath`, or nil if it holds none. Inside a callback the
   /// keypath must be in the contract's read or write set. From a thread that
@@ -532,14 +601,13 @@ public final class Bus: @unchecked Sendable {
   ///
   /// - Throws: ``OrdoError/Code/invalidKeypath``, ``OrdoError/Code/contractViolation``.
   public func value(_ keypath: String) throws(OrdoError) -> Value? {
-    let segs = try Keypath.scan(keypath, allowWildcards: false)
     lock.lock()
     defer { lock.unlock() }
-    if isOwner() {
-      if let c = running, !suspended { try checkRead(c, keypath, segs) }
-      return values[keypath]
-    }
-    return committedValue(keypath)
+    let n = nodes[keypath]
+    if n == nil { _ = try ids(keypath) }
+    let own = try checkReadIfInCallback(keypath, n)
+    guard let n else { return nil }
+    return own ? n.value : journal.committedValue(n)
   }
 
   /// The current values of a notification's changed keypaths that hold one,
@@ -553,7 +621,8 @@ public final class Bus: @unchecked Sendable {
     let own = isOwner()
     var out: [String: Value] = [:]
     for k in note.changed {
-      if let v = own ? values[k] : committedValue(k) { out[k] = v }
+      guard let n = nodes[k] else { continue }
+      if let v = own ? n.value : journal.committedValue(n) { out[k] = v }
     }
     return out
   }
@@ -570,21 +639,23 @@ public final class Bus: @unchecked Sendable {
   /// The number of committed transactions that changed `keypath` itself (0 if
   /// none). Inside a callback the keypath must be readable by the contract.
   public func counter(_ keypath: String) throws(OrdoError) -> UInt64 {
-    let segs = try Keypath.scan(keypath, allowWildcards: false)
     lock.lock()
     defer { lock.unlock() }
-    if isOwner(), let c = running, !suspended { try checkRead(c, keypath, segs) }
-    return counters[keypath] ?? 0
+    let n = nodes[keypath]
+    if n == nil { _ = try ids(keypath) }
+    _ = try checkReadIfInCallback(keypath, n)
+    return n?.counter ?? 0
   }
 
   /// Declares a read of a host-owned value at `keypath` (see
   /// ``HostedProperty``): inside a callback, checks it against the
   /// contract's read and write sets like a read of a stored value.
   public func access(_ keypath: String) throws(OrdoError) {
-    let segs = try Keypath.scan(keypath, allowWildcards: false)
     lock.lock()
     defer { lock.unlock() }
-    if isOwner(), let c = running, !suspended { try checkRead(c, keypath, segs) }
+    let n = nodes[keypath]
+    if n == nil { _ = try ids(keypath) }
+    _ = try checkReadIfInCallback(keypath, n)
   }
 
   /// The values and counters of every keypath matching one of the patterns,
@@ -595,54 +666,52 @@ public final class Bus: @unchecked Sendable {
     lock.lock()
     defer { lock.unlock() }
     let own = isOwner()
-    if own, let c = running, !suspended {
-      for p in parsed {
-        guard c.kind == .everyTransaction || c.reads.contains(where: { covers($0, p) }) || c.writes.contains(where: { covers($0, p) }) else {
-          throw OrdoError(.contractViolation, "contract \"\(c.name)\" may not read \"\(p.string)\": outside its read and write sets")
-        }
+    let compiled = parsed.map(compileQuery)
+    if own, let c = running, !suspended, c.kind != .everyTransaction {
+      for p in compiled where !c.reads.contains(where: { $0.covers(p) }) && !c.writes.contains(where: { $0.covers(p) }) {
+        throw OrdoError(.contractViolation, "contract \"\(c.name)\" may not read \"\(p.string)\": outside its read and write sets")
       }
     }
     var vs: [String: Value] = [:]
     var cs: [String: UInt64] = [:]
-    for p in parsed {
-      for k in keys.keys(matching: p) {
-        if let v = own ? values[k] : committedValue(k) { vs[k] = v }
-        if let n = counters[k] { cs[k] = n }
-      }
-      if !own {
-        for (k, old) in journal.original where old != nil && vs[k] == nil && p.matches(k) { vs[k] = old! }
+    for p in compiled {
+      forEachNode(matching: p) { n in
+        if let v = own ? n.value : journal.committedValue(n) { vs[n.key] = v }
+        if n.counter > 0 { cs[n.key] = n.counter }
       }
     }
     return (vs, cs, lastTransaction)
   }
 
-  /// Whether pattern `a` matches every keypath pattern `b` matches.
-  private func covers(_ a: Pattern, _ b: Pattern) -> Bool {
-    if b.isTree && !a.isTree { return false }
-    if a.isTree ? b.fixed.count < a.fixed.count : b.fixed.count != a.fixed.count { return false }
-    for i in 0..<a.fixed.count {
-      switch (a.fixed[i], b.fixed[i]) {
-      case (.any, _): continue
-      case (.literal(let x), .literal(let y)) where x == y: continue
-      default: return false
+  /// Visits the nodes a pattern matches. Lock held.
+  private func forEachNode(matching p: CPattern, _ body: (KeyNode) -> Void) {
+    func walk(_ node: KeyNode, _ i: Int) {
+      if i == p.ids.count {
+        if p.isTree {
+          node.forEachInSubtree { if $0 !== root { body($0) } }
+        } else {
+          body(node)
+        }
+        return
+      }
+      let id = p.ids[i]
+      if id == SegmentTable.any {
+        for child in node.children.values { walk(child, i + 1) }
+      } else if let child = node.children[id] {
+        walk(child, i + 1)
       }
     }
-    return true
-  }
-
-  private func committedValue(_ k: String) -> Value? {
-    if let i = journal.original.index(forKey: k) { return journal.original.values[i] }
-    return values[k]
+    walk(root, 0)
   }
 
   /// The running contract's read rule (SPEC §5). Lock held.
-  private func checkRead(_ c: ContractState, _ k: String, _ segs: [Substring]) throws(OrdoError) {
+  private func checkRead(_ c: ContractState, _ k: String, _ keyIDs: [UInt32]) throws(OrdoError) {
     if c.kind == .everyTransaction { return }
-    for (i, r) in c.reads.enumerated() where r.matches(segments: segs) {
-      c.usedReads[i] = true
+    for (i, r) in c.reads.enumerated() where r.matches(keyIDs) {
+      c.usedReads |= ContractState.bit(i)
       return
     }
-    for w in c.writes where w.matches(segments: segs) { return }
+    for w in c.writes where w.matches(keyIDs) { return }
     throw OrdoError(.contractViolation, "contract \"\(c.name)\" may not read \"\(k)\": its read set is [\(c.reads.map(\.string).joined(separator: ", "))] and its write set [\(c.writes.map(\.string).joined(separator: ", "))]")
   }
 
@@ -663,15 +732,17 @@ public final class Bus: @unchecked Sendable {
     guard spec.name.utf8.count <= 255 else {
       throw OrdoError(.invalidArgument, "contract name \"\(spec.name.prefix(40))…\" is longer than 255 bytes")
     }
-    var reads: [Pattern] = []
-    var writes: [Pattern] = []
-    for r in spec.reads { reads.append(try Pattern(r)) }
-    for w in spec.writes { writes.append(try Pattern(w)) }
-    if reads.isEmpty && !writes.isEmpty {
+    var readPatterns: [Pattern] = []
+    var writePatterns: [Pattern] = []
+    for r in spec.reads { readPatterns.append(try Pattern(r)) }
+    for w in spec.writes { writePatterns.append(try Pattern(w)) }
+    if readPatterns.isEmpty && !writePatterns.isEmpty {
       throw OrdoError(.invalidArgument, "contract \"\(spec.name)\" has an empty read set (every-transaction) and may not write; its write set is [\(spec.writes.joined(separator: ", "))]")
     }
     lock.lock()
     let acquired = acquire()
+    let reads = readPatterns.map(compile)
+    let writes = writePatterns.map(compile)
     let c = ContractState(id: nextID, seq: nextSeq, name: spec.name, reads: reads, writes: writes, priority: spec.priority, callback: spec.callback)
     do {
       try admit(c, initial: spec.flags.contains(.notifyInitial))
@@ -742,7 +813,7 @@ public final class Bus: @unchecked Sendable {
     case .data:
       for w in c.writes {
         var reader: ContractState?
-        readIndex.forEachReader(affectedBy: QuerySegments(w)) { r in if r.kind == .priority, reader == nil { reader = r } }
+        readIndex.forEachReader(affectedBy: w.ids) { r in if r.kind == .priority, reader == nil { reader = r } }
         if let r = reader {
           throw OrdoError(.orderConflict, "data contract \"\(c.name)\" may write \"\(w.string)\", which priority contract \"\(r.name)\" reads; priority contracts run before all data contracts")
         }
@@ -766,7 +837,7 @@ public final class Bus: @unchecked Sendable {
     }
     for w in c.writes where w.isConcrete {
       var earlier: ContractState?
-      readIndex.forEachReader(affectedBy: QuerySegments(w)) { r in
+      readIndex.forEachReader(affectedBy: w.ids) { r in
         if earlier == nil, r !== c, !(r.isData && c.isData), r.key < key { earlier = r }
       }
       if let r = earlier {
@@ -816,7 +887,7 @@ public final class Bus: @unchecked Sendable {
     var out: [ContractState] = []
     var seen = Set<ObjectIdentifier>()
     for w in c.writes {
-      readIndex.forEachReader(affectedBy: QuerySegments(w)) { r in
+      readIndex.forEachReader(affectedBy: w.ids) { r in
         if r.isData, r !== c, r.registered, seen.insert(ObjectIdentifier(r)).inserted { out.append(r) }
       }
     }
@@ -858,6 +929,7 @@ public final class Bus: @unchecked Sendable {
     byName[c.name] = c
     for r in c.reads { readIndex.insert(r, c) }
     for w in c.writes { writeIndex.insert(w, c) }
+    indexGeneration += 1
     if c.kind == .everyTransaction { everyTxn.append(c) }
     if c.isData { propagateLevels(downstream(c)) }
   }
@@ -879,6 +951,7 @@ public final class Bus: @unchecked Sendable {
     byName[c.name] = nil
     for r in c.reads { readIndex.remove(r, c) }
     for w in c.writes { writeIndex.remove(w, c) }
+    indexGeneration += 1
     if c.kind == .everyTransaction { everyTxn.removeAll { $0 === c } }
     c.registered = false
     propagateLevels(seeds)
@@ -910,8 +983,8 @@ public final class Bus: @unchecked Sendable {
         id: c.id, name: c.name, kind: c.kind, reads: c.reads.map(\.string), writes: c.writes.map(\.string),
         priority: c.priority, level: c.level, position: i, calls: c.calls, lastTransaction: c.lastTransaction,
         failures: c.failures,
-        unusedReads: zip(c.reads, c.usedReads).filter { !$0.1 }.map(\.0.string),
-        unusedWrites: zip(c.writes, c.usedWrites).filter { !$0.1 }.map(\.0.string))
+        unusedReads: c.reads.indices.filter { c.usedReads & ContractState.bit($0) == 0 }.map { c.reads[$0].string },
+        unusedWrites: c.writes.indices.filter { c.usedWrites & ContractState.bit($0) == 0 }.map { c.writes[$0].string })
     }
   }
 
@@ -933,7 +1006,7 @@ public final class Bus: @unchecked Sendable {
     defer { lock.unlock() }
     return BusStatistics(
       contracts: registry.count, transactions: lastTransaction, notifications: notifications, failures: failures,
-      rollbacks: rollbacks, values: values.count)
+      rollbacks: rollbacks, values: valueCount)
   }
 
   /// The dependency graph in Graphviz DOT: contracts (boxes, in pass order,

@@ -168,52 +168,57 @@ public struct BusStatistics: Sendable, Hashable {
 final class ContractState {
   let id: ContractID
   let name: String
-  let reads: [Pattern]
-  let writes: [Pattern]
+  let reads: [CPattern]
+  let writes: [CPattern]
   let priority: Int32?
   let kind: ContractKind
   let seq: UInt64
   let callback: ContractCallback
-  var level = 0
+  /// The position in the pass: phase, then priority or level, then
+  /// registration order.
+  private(set) var key: OrderKey
+  var level = 0 {
+    didSet { if kind == .data { key.rank = Int64(level) } }
+  }
   var registered = true
 
   // Per-pass bookkeeping; `serial` identifies the pass.
   var scheduledSerial: UInt64 = 0
   var calledSerial: UInt64 = 0
   var initialPending = false
-  var triggers: [String] = []
+  var triggers: [KeyNode] = []
+  /// Scratch stamp for de-duplicating visits.
+  var mark: UInt64 = 0
 
   // Statistics.
   var calls: UInt64 = 0
   var lastTransaction: UInt64 = 0
   var failures: UInt64 = 0
-  var usedReads: [Bool]
-  var usedWrites: [Bool]
+  /// Bit i: read pattern i was read through (patterns beyond 64 are not tracked).
+  var usedReads: UInt64 = 0
+  /// Bit i: write pattern i was written through.
+  var usedWrites: UInt64 = 0
 
-  init(id: ContractID, seq: UInt64, name: String, reads: [Pattern], writes: [Pattern], priority: Int32?, callback: @escaping ContractCallback) {
+  init(id: ContractID, seq: UInt64, name: String, reads: [CPattern], writes: [CPattern], priority: Int32?, callback: @escaping ContractCallback) {
     self.id = id
     self.seq = seq
     self.name = name
     self.reads = reads
     self.writes = writes
-    self.kind = reads.isEmpty ? .everyTransaction : (priority == nil ? .data : .priority)
+    let kind: ContractKind = reads.isEmpty ? .everyTransaction : (priority == nil ? .data : .priority)
+    self.kind = kind
     self.priority = kind == .priority ? priority : nil
     self.callback = callback
-    self.usedReads = Array(repeating: false, count: reads.count)
-    self.usedWrites = Array(repeating: false, count: writes.count)
+    switch kind {
+    case .priority: key = OrderKey(phase: 0, rank: Int64(priority!), seq: seq)
+    case .data: key = OrderKey(phase: 1, rank: 0, seq: seq)
+    case .everyTransaction: key = OrderKey(phase: 2, rank: 0, seq: seq)
+    }
   }
 
   var isData: Bool { kind == .data }
 
-  /// The position in the pass: phase, then priority or level, then
-  /// registration order.
-  var key: OrderKey {
-    switch kind {
-    case .priority: OrderKey(phase: 0, rank: Int64(priority!), seq: seq)
-    case .data: OrderKey(phase: 1, rank: Int64(level), seq: seq)
-    case .everyTransaction: OrderKey(phase: 2, rank: 0, seq: seq)
-    }
-  }
+  static func bit(_ i: Int) -> UInt64 { i < 64 ? 1 << UInt64(i) : 0 }
 }
 
 /// A contract's place in the pass order.

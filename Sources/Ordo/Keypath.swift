@@ -19,7 +19,7 @@ public struct Keypath: Hashable, Sendable, CustomStringConvertible {
   /// - Throws: ``OrdoError`` with code ``OrdoError/Code/invalidKeypath`` and a
   ///   message naming the keypath and the offending byte position.
   public init(_ string: String) throws(OrdoError) {
-    _ = try Keypath.scan(string, allowWildcards: false)
+    _ = try Keypath.parse(string, allowWildcards: false)
     self.string = string
   }
 
@@ -35,64 +35,75 @@ public struct Keypath: Hashable, Sendable, CustomStringConvertible {
   /// With `allowWildcards`, `*` is accepted as a whole segment and `**` as the
   /// last one.
   static func scan(_ s: String, allowWildcards: Bool) throws(OrdoError) -> [Substring] {
-    let what = allowWildcards ? "pattern" : "keypath"
-    let utf8 = s.utf8
-    if utf8.isEmpty {
-      throw OrdoError(.invalidKeypath, "invalid \(what) \"\": a keypath needs at least one segment")
+    _ = try parse(s, allowWildcards: allowWildcards)
+    return s.split(separator: ".", omittingEmptySubsequences: false)
+  }
+
+  /// Checks the syntax of a keypath or pattern in one pass over its bytes.
+  /// Returns its segments before a final `**` (`*` stays `"*"`) and whether
+  /// it ends in `**`.
+  static func parse(_ s: String, allowWildcards: Bool) throws(OrdoError) -> (segments: [String], isTree: Bool) {
+    let result: Result<([String], Bool), OrdoError>
+    if let r = s.utf8.withContiguousStorageIfAvailable({ parseBytes($0, s, allowWildcards) }) {
+      result = r
+    } else {
+      result = Array(s.utf8).withUnsafeBufferPointer { parseBytes($0, s, allowWildcards) }
     }
-    if utf8.count > maxBytes {
-      throw OrdoError(.invalidKeypath, "invalid \(what) \"\(s.prefix(40))…\": \(utf8.count) bytes, the limit is \(maxBytes)")
+    switch result {
+    case .success(let (segments, tree)): return (segments, tree)
+    case .failure(let e): throw e
     }
-    // Validate byte by byte: segments are ASCII only.
-    var segmentStart = 0
-    var position = 0
-    var segmentCount = 0
-    var starCount = 0
+  }
+
+  private static func parseBytes(_ buf: UnsafeBufferPointer<UInt8>, _ s: String, _ wildcards: Bool) -> Result<([String], Bool), OrdoError> {
+    let what = wildcards ? "pattern" : "keypath"
+    func fail(_ m: String) -> Result<([String], Bool), OrdoError> {
+      .failure(OrdoError(.invalidKeypath, "invalid \(what) \"\(printable(String(s.prefix(80))))\"\(s.count > 80 ? "…" : ""): \(m)"))
+    }
+    if buf.isEmpty { return fail("a keypath needs at least one segment") }
+    if buf.count > maxBytes { return fail("\(buf.count) bytes, the limit is \(maxBytes)") }
+    var segments: [String] = []
+    segments.reserveCapacity(4)
+    var tree = false
+    var start = 0
+    var stars = 0
     var other = false
-    func endSegment(at end: Int) throws(OrdoError) {
-      let length = end - segmentStart
-      if length == 0 {
-        throw OrdoError(.invalidKeypath, "invalid \(what) \"\(s)\": empty segment at byte \(segmentStart)")
-      }
-      if starCount > 0 {
-        if other || starCount > 2 || !allowWildcards {
-          let hint = allowWildcards ? "'*' and '**' must be whole segments" : "wildcards are not allowed here"
-          throw OrdoError(.invalidKeypath, "invalid \(what) \"\(s)\": '*' at byte \(segmentStart): \(hint)")
-        }
-        if starCount == 2 && end != utf8.count {
-          throw OrdoError(.invalidKeypath, "invalid \(what) \"\(s)\": '**' at byte \(segmentStart) is allowed only as the last segment")
-        }
-      }
-      segmentCount += 1
-      if segmentCount > maxSegments {
-        throw OrdoError(.invalidKeypath, "invalid \(what) \"\(s)\": more than \(maxSegments) segments")
-      }
-    }
-    for byte in utf8 {
+    var i = 0
+    let n = buf.count
+    while i <= n {
+      let byte: UInt8 = i < n ? buf[i] : UInt8(ascii: ".")
       switch byte {
       case UInt8(ascii: "."):
-        try endSegment(at: position)
-        segmentStart = position + 1
-        starCount = 0
+        if i == start { return fail("empty segment at byte \(start)") }
+        if stars > 0 {
+          if stars > 2 { return fail("'***' at byte \(start): '*' and '**' must be whole segments") }
+          if !wildcards { return fail("'*' at byte \(start): wildcards are not allowed here") }
+          if stars == 2 {
+            if i != n { return fail("'**' at byte \(start) is allowed only as the last segment") }
+            tree = true
+          } else {
+            segments.append("*")
+          }
+        } else {
+          segments.append(String(decoding: UnsafeBufferPointer(rebasing: buf[start..<i]), as: UTF8.self))
+        }
+        if segments.count + (tree ? 1 : 0) > maxSegments { return fail("more than \(maxSegments) segments") }
+        start = i + 1
+        stars = 0
         other = false
       case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
         UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "_"), UInt8(ascii: "-"):
+        if stars > 0 { return fail("'*' at byte \(start) must be a whole segment") }
         other = true
-        if starCount > 0 {
-          throw OrdoError(.invalidKeypath, "invalid \(what) \"\(s)\": '*' at byte \(segmentStart) must be a whole segment")
-        }
       case UInt8(ascii: "*"):
-        if other {
-          throw OrdoError(.invalidKeypath, "invalid \(what) \"\(s)\": '*' at byte \(position) must be a whole segment")
-        }
-        starCount += 1
+        if other { return fail("'*' at byte \(i) must be a whole segment") }
+        stars += 1
       default:
-        throw OrdoError(.invalidKeypath, "invalid \(what) \"\(printable(s))\": byte \(position) (\(describe(byte))) is not allowed; segments are [A-Za-z0-9_-]")
+        return fail("byte \(i) (\(describe(byte))) is not allowed; segments are [A-Za-z0-9_-]")
       }
-      position += 1
+      i += 1
     }
-    try endSegment(at: position)
-    return s.split(separator: ".", omittingEmptySubsequences: false)
+    return .success((segments, tree))
   }
 
   static func describe(_ byte: UInt8) -> String {
@@ -131,15 +142,9 @@ public struct Pattern: Hashable, Sendable, CustomStringConvertible {
   ///
   /// - Throws: ``OrdoError`` with code ``OrdoError/Code/invalidKeypath``.
   public init(_ string: String) throws(OrdoError) {
-    let parts = try Keypath.scan(string, allowWildcards: true)
-    var fixed: [Segment] = []
-    fixed.reserveCapacity(parts.count)
-    var tree = false
-    for part in parts {
-      if part == "**" { tree = true } else if part == "*" { fixed.append(.any) } else { fixed.append(.literal(String(part))) }
-    }
+    let (parts, tree) = try Keypath.parse(string, allowWildcards: true)
     self.string = string
-    self.fixed = fixed
+    self.fixed = parts.map { $0 == "*" ? .any : .literal($0) }
     self.isTree = tree
   }
 

@@ -1,7 +1,7 @@
-/// A trie of patterns keyed by segment, each pattern carrying the contract
-/// that declared it. It answers the two questions the scheduler and the
-/// registration checks ask, in time proportional to the matching entries
-/// (and the query's length), not to the number of patterns stored:
+/// A trie of patterns keyed by interned segment ids, each pattern carrying
+/// the contract that declared it. It answers the two questions the scheduler
+/// and the registration checks ask, in time proportional to the matching
+/// entries and the query's length, not to the number of patterns stored:
 ///
 /// - ``forEachReader(affectedBy:_:)``: the read patterns affected by a write
 ///   to a keypath, or by any write a write pattern allows;
@@ -9,7 +9,7 @@
 ///   something affecting a read pattern.
 struct PatternIndex {
   final class Node {
-    var literal: [String: Node] = [:]
+    var literal: [UInt32: Node] = [:]
     var any: Node?
     /// Patterns that end at this node without `**`.
     var exact: [ContractState] = []
@@ -29,56 +29,60 @@ struct PatternIndex {
   private(set) var root = Node()
   private(set) var count = 0
 
-  mutating func insert(_ p: Pattern, _ c: ContractState) {
+  mutating func insert(_ p: CPattern, _ c: ContractState) {
     var node = root
-    for seg in p.fixed {
-      switch seg {
-      case .any:
+    for id in p.ids {
+      if id == SegmentTable.any {
         if node.any == nil { node.any = Node() }
         node = node.any!
-      case .literal(let l):
-        if let next = node.literal[l] { node = next } else {
-          let next = Node()
-          node.literal[l] = next
-          node = next
-        }
+      } else if let next = node.literal[id] {
+        node = next
+      } else {
+        let next = Node()
+        node.literal[id] = next
+        node = next
       }
     }
     if p.isTree { node.tree.append(c) } else { node.exact.append(c) }
     count += 1
   }
 
-  mutating func remove(_ p: Pattern, _ c: ContractState) {
+  mutating func remove(_ p: CPattern, _ c: ContractState) {
+    var removed = false
     func walk(_ node: Node, _ i: Int) {
-      if i == p.fixed.count {
+      if i == p.ids.count {
         if p.isTree {
-          if let j = node.tree.firstIndex(where: { $0 === c }) { node.tree.remove(at: j); count -= 1 }
+          if let j = node.tree.firstIndex(where: { $0 === c }) { node.tree.remove(at: j); removed = true }
         } else if let j = node.exact.firstIndex(where: { $0 === c }) {
-          node.exact.remove(at: j); count -= 1
+          node.exact.remove(at: j)
+          removed = true
         }
         return
       }
-      switch p.fixed[i] {
-      case .any:
+      let id = p.ids[i]
+      if id == SegmentTable.any {
         if let next = node.any { walk(next, i + 1); if next.isEmpty { node.any = nil } }
-      case .literal(let l):
-        if let next = node.literal[l] { walk(next, i + 1); if next.isEmpty { node.literal[l] = nil } }
+      } else if let next = node.literal[id] {
+        walk(next, i + 1)
+        if next.isEmpty { node.literal[id] = nil }
       }
     }
     walk(root, 0)
+    if removed { count -= 1 }
   }
 
   /// Visits every node reached by the query's segments, with its depth. A
   /// literal query segment follows the same literal and `*`; a `*` query
   /// segment follows every child.
-  private func visit(_ query: QuerySegments, _ body: (Node, Int) -> Void) {
+  private func visit(_ query: [UInt32], _ body: (Node, Int) -> Void) {
     func walk(_ node: Node, _ i: Int) {
       body(node, i)
       if i == query.count { return }
-      if let l = query.literal(i) {
-        if let next = node.literal[l] { walk(next, i + 1) }
-      } else {
+      let id = query[i]
+      if id == SegmentTable.any {
         for next in node.literal.values { walk(next, i + 1) }
+      } else if let next = node.literal[id] {
+        walk(next, i + 1)
       }
       if let a = node.any { walk(a, i + 1) }
     }
@@ -86,9 +90,9 @@ struct PatternIndex {
   }
 
   /// Calls `body` for every stored read pattern affected by a write to the
-  /// keypath (or by some write the pattern allows). A contract with several
-  /// affected patterns is visited several times.
-  func forEachReader(affectedBy query: QuerySegments, _ body: (ContractState) -> Void) {
+  /// keypath `query` (or by some write the pattern `query` allows). A contract
+  /// with several affected patterns is visited several times.
+  func forEachReader(affectedBy query: [UInt32], _ body: (ContractState) -> Void) {
     let n = query.count
     visit(query) { node, depth in
       if depth < n {
@@ -101,10 +105,9 @@ struct PatternIndex {
 
   /// Calls `body` for every stored write pattern that may write a keypath
   /// affecting the read pattern.
-  func forEachWriter(affecting reader: Pattern, _ body: (ContractState) -> Void) {
-    let query = QuerySegments(reader)
-    let n = query.count
-    visit(query) { node, depth in
+  func forEachWriter(affecting reader: CPattern, _ body: (ContractState) -> Void) {
+    let n = reader.ids.count
+    visit(reader.ids) { node, depth in
       if depth == n && reader.isTree {
         node.forEachInSubtree(body)
       } else {
@@ -112,30 +115,5 @@ struct PatternIndex {
         for c in node.tree { body(c) }
       }
     }
-  }
-}
-
-/// The segments of a query: a concrete keypath, or a pattern's fixed part.
-struct QuerySegments {
-  private let keypath: [Substring]?
-  private let pattern: [Pattern.Segment]?
-
-  init(keypath: [Substring]) {
-    self.keypath = keypath
-    self.pattern = nil
-  }
-
-  init(_ p: Pattern) {
-    self.keypath = nil
-    self.pattern = p.fixed
-  }
-
-  var count: Int { keypath?.count ?? pattern!.count }
-
-  /// The literal at `i`, or nil for `*`.
-  func literal(_ i: Int) -> String? {
-    if let k = keypath { return String(k[i]) }
-    if case .literal(let l) = pattern![i] { return l }
-    return nil
   }
 }

@@ -34,110 +34,107 @@ final class MonitorLock: @unchecked Sendable {
 /// Identifies the calling thread.
 @inline(__always) func currentThread() -> pthread_t { pthread_self() }
 
-/// The names of every keypath that holds a value or has a non-zero counter,
-/// as a tree, so that `removeTree` and pattern snapshots visit only the keys
-/// under a node.
-struct KeyTree {
-  final class Node {
-    var children: [String: Node] = [:]
-    /// The full keypath when this node is a stored key.
-    var key: String?
-  }
+/// One keypath of the store: its value and counter, its place in the tree of
+/// keypaths (for `removeTree` and snapshots), its part in the running
+/// transaction's journal, and a cache of the contracts a write to it affects.
+final class KeyNode {
+  /// The full keypath ("" for the root).
+  let key: String
+  /// Its interned segment ids.
+  let ids: [UInt32]
+  var children: [UInt32: KeyNode] = [:]
+  var value: Value?
+  var counter: UInt64 = 0
 
-  let root = Node()
-
-  func insert(_ key: String, _ segments: [Substring]) {
-    var node = root
-    for s in segments {
-      let name = String(s)
-      if let next = node.children[name] { node = next } else {
-        let next = Node()
-        node.children[name] = next
-        node = next
-      }
-    }
-    node.key = key
-  }
-
-  /// Forgets `key`, pruning nodes that hold nothing any more.
-  func remove(_ segments: [Substring]) {
-    func walk(_ node: Node, _ i: Int) -> Bool {
-      if i == segments.count {
-        node.key = nil
-      } else {
-        let name = String(segments[i])
-        guard let next = node.children[name] else { return false }
-        if walk(next, i + 1) { node.children[name] = nil }
-      }
-      return node.key == nil && node.children.isEmpty
-    }
-    _ = walk(root, 0)
-  }
-
-  func node(_ segments: [Substring]) -> Node? {
-    var node = root
-    for s in segments {
-      guard let next = node.children[String(s)] else { return nil }
-      node = next
-    }
-    return node
-  }
-
-  /// Every key at or under the node.
-  func keys(under node: Node, into out: inout [String]) {
-    if let k = node.key { out.append(k) }
-    for child in node.children.values { keys(under: child, into: &out) }
-  }
-
-  /// Every key the pattern matches.
-  func keys(matching p: Pattern) -> [String] {
-    var out: [String] = []
-    func walk(_ node: Node, _ i: Int) {
-      if i == p.fixed.count {
-        if p.isTree { keys(under: node, into: &out) } else if let k = node.key { out.append(k) }
-        return
-      }
-      switch p.fixed[i] {
-      case .any: for child in node.children.values { walk(child, i + 1) }
-      case .literal(let l): if let child = node.children[l] { walk(child, i + 1) }
-      }
-    }
-    walk(root, 0)
-    return out
-  }
-}
-
-/// One keypath as written in the running transaction.
-struct WriteRecord {
-  let segments: [Substring]
-  /// Whether a `set`/`remove` wrote the keypath's own value.
+  // Journal: valid when the serial equals the journal's.
+  /// The node was written as a keypath in this transaction.
+  var recordSerial: UInt64 = 0
+  /// The node's value at the start of the transaction is recorded.
+  var originalSerial: UInt64 = 0
+  var original: Value?
   var ownValue = false
-  /// Descendants (and itself) whose values a `removeTree` removed.
-  var removed: [String] = []
-  /// Whether it was touched.
   var touched = false
-  /// Contracts whose initial calls wrote it (they are not scheduled by it).
-  var writtenBy: [ContractID] = []
-  /// Whether a write came from outside any contract callback.
   var external = false
+  /// Nodes whose values a `removeTree` of this keypath removed.
+  var removed: [KeyNode] = []
+  /// Contracts whose initial calls wrote it (it does not schedule them).
+  var writtenBy: [ContractID] = []
+  /// Counter raised in the pass with this serial.
+  var bumpSerial: UInt64 = 0
+
+  // Cache of affected readers, valid for one generation of the contract index.
+  var readersGeneration: UInt64 = .max
+  var readers: [ContractState] = []
+
+  init(key: String, ids: [UInt32]) {
+    self.key = key
+    self.ids = ids
+  }
+
+  /// Whether the keypath is worth listing: it holds a value or has changed.
+  var isStored: Bool { value != nil || counter > 0 }
+
+  func forEachInSubtree(_ body: (KeyNode) -> Void) {
+    body(self)
+    for child in children.values { child.forEachInSubtree(body) }
+  }
 }
 
-/// The undo log and change record of the running transaction.
+/// The undo log and change record of the running transaction. Most of it
+/// lives on the nodes, stamped with ``serial``.
 struct Journal {
-  /// The value of each keypath written, as at the start of the transaction.
-  var original: [String: Value?] = [:]
+  /// Identifies the running transaction on the nodes; bumped by ``reset()``.
+  private(set) var serial: UInt64 = 1
   /// Keypaths as written, in first-write order.
-  var order: [String] = []
-  var records: [String: WriteRecord] = [:]
+  var records: [KeyNode] = []
+  /// Nodes whose original value is recorded.
+  var originals: [KeyNode] = []
   /// Run, last first, when the transaction is rolled back.
   var undo: [@Sendable () -> Void] = []
 
-  var isEmpty: Bool { order.isEmpty && undo.isEmpty }
+  /// Records `node` as written, resetting its record fields on first write.
+  mutating func record(_ node: KeyNode) {
+    if node.recordSerial == serial { return }
+    node.recordSerial = serial
+    node.ownValue = false
+    node.touched = false
+    node.external = false
+    node.removed.removeAll()
+    node.writtenBy.removeAll()
+    records.append(node)
+  }
+
+  /// Records the node's value at the start of the transaction.
+  mutating func saveOriginal(_ node: KeyNode) {
+    if node.originalSerial == serial { return }
+    node.originalSerial = serial
+    node.original = node.value
+    originals.append(node)
+  }
+
+  /// Whether the node's value differs from its value at the start.
+  func netChanged(_ node: KeyNode) -> Bool {
+    node.originalSerial == serial && node.original != node.value
+  }
+
+  /// Whether a written keypath still counts as changed (SPEC §2).
+  func isChanged(_ node: KeyNode) -> Bool {
+    if node.touched { return true }
+    if node.ownValue && netChanged(node) { return true }
+    for r in node.removed where netChanged(r) { return true }
+    return false
+  }
+
+  /// The value as at the start of the transaction.
+  func committedValue(_ node: KeyNode) -> Value? {
+    node.originalSerial == serial ? node.original : node.value
+  }
 
   mutating func reset() {
-    original.removeAll(keepingCapacity: true)
-    order.removeAll(keepingCapacity: true)
+    for n in originals { n.original = nil }
+    serial += 1
     records.removeAll(keepingCapacity: true)
+    originals.removeAll(keepingCapacity: true)
     undo.removeAll()
   }
 }
