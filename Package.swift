@@ -8,6 +8,7 @@ let package = Package(
     .library(name: "OrdoDBus", targets: ["OrdoDBus"]),
     .executable(name: "ordod", targets: ["ordod"]),
     .executable(name: "ordoctl", targets: ["ordoctl"]),
+    .library(name: "ordo", type: .dynamic, targets: ["OrdoC"]),
   ],
   targets: [
     .target(name: "Ordo"),
@@ -15,6 +16,8 @@ let package = Package(
     .target(name: "OrdoDBus", dependencies: ["Ordo", "CDBus"]),
     .executableTarget(name: "ordod", dependencies: ["OrdoDBus", "Ordo"]),
     .executableTarget(name: "ordoctl", dependencies: ["OrdoDBus", "Ordo"]),
+    .target(name: "COrdo", path: "include", publicHeadersPath: "."),
+    .target(name: "OrdoC", dependencies: ["Ordo", "COrdo"]),
     .target(name: "OrdoConformance", dependencies: ["Ordo"]),
     .executableTarget(name: "ordo-conformance", dependencies: ["OrdoConformance"]),
     .executableTarget(name: "ordo-demo", dependencies: ["Ordo"]),

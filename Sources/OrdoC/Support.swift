@@ -1,0 +1,340 @@
+// The machinery behind the C ABI (include/ordo.h): the bus handle, contract
+// bookkeeping (user data and destroy), the thread-local error message and
+// argument conversion. The exported functions are in OrdoC.swift and
+// DBus.swift.
+
+import COrdo
+import Ordo
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+// MARK: - Status and the thread-local error message
+
+/// The thread-local key of the last error message (a `malloc`ed C string,
+/// freed when replaced or when the thread exits).
+private let errorKey: pthread_key_t = {
+  var key = pthread_key_t()
+  let rc = pthread_key_create(&key) { free($0) }
+  precondition(rc == 0, "ordo: pthread_key_create failed")
+  return key
+}()
+
+/// Records `message` as the calling thread's last error message.
+func setLastError(_ message: String) {
+  let old = pthread_getspecific(errorKey)
+  pthread_setspecific(errorKey, strdup(message))
+  free(old)
+}
+
+/// The calling thread's last error message ("" if none).
+func lastErrorMessage() -> UnsafePointer<CChar> {
+  if let p = pthread_getspecific(errorKey) { return UnsafePointer(p.assumingMemoryBound(to: CChar.self)) }
+  return emptyCString
+}
+
+nonisolated(unsafe) private let emptyCString: UnsafePointer<CChar> = {
+  let s: StaticString = ""
+  return UnsafeRawPointer(s.utf8Start).assumingMemoryBound(to: CChar.self)
+}()
+
+/// The C status of an error code (the raw values are the same).
+func status(_ code: OrdoError.Code) -> ordo_status {
+  ordo_status(rawValue: UInt32(code.rawValue))
+}
+
+/// Records the error's message and returns its status.
+func report(_ error: OrdoError) -> ordo_status {
+  setLastError(error.message)
+  return status(error.code)
+}
+
+/// Runs `body`, turning a thrown ``OrdoError`` into its status and message.
+@inline(__always)
+func guarded(_ body: () throws(OrdoError) -> Void) -> ordo_status {
+  do {
+    try body()
+    return ORDO_OK
+  } catch {
+    return report(error)
+  }
+}
+
+/// An `ORDO_E_INVALID_ARGUMENT` error.
+func invalid(_ message: String) -> OrdoError { OrdoError(.invalidArgument, message) }
+
+// MARK: - Arguments
+
+/// The offset of the first byte of `p` that is not part of valid UTF-8, or
+/// nil when the whole C string is valid.
+func firstInvalidUTF8(_ p: UnsafePointer<CChar>) -> Int? {
+  let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self), count: strlen(p))
+  var iterator = bytes.makeIterator()
+  var parser = Unicode.UTF8.ForwardParser()
+  var offset = 0
+  while true {
+    switch parser.parseScalar(from: &iterator) {
+    case .valid(let scalar): offset += scalar.count
+    case .emptyInput: return nil
+    case .error: return offset
+    }
+  }
+}
+
+/// The C string with every byte outside printable ASCII escaped as \xNN,
+/// at most `limit` bytes, for messages about malformed input.
+func escaped(_ p: UnsafePointer<CChar>, limit: Int = 80) -> String {
+  var out = ""
+  var n = 0
+  var q = UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self)
+  while q.pointee != 0 {
+    if n == limit {
+      out += "…"
+      break
+    }
+    let b = q.pointee
+    if b >= 0x20 && b < 0x7f && b != UInt8(ascii: "\\") {
+      out.unicodeScalars.append(Unicode.Scalar(b))
+    } else {
+      out += "\\x" + (b < 16 ? "0" : "") + String(b, radix: 16)
+    }
+    n += 1
+    q += 1
+  }
+  return out
+}
+
+/// A required UTF-8 string argument; `what` names it in messages.
+/// NULL and invalid UTF-8 are `code` (INVALID_ARGUMENT unless told).
+func stringArg(_ p: UnsafePointer<CChar>?, _ what: String, code: OrdoError.Code = .invalidArgument) throws(OrdoError) -> String {
+  guard let p else { throw invalid("\(what) is NULL") }
+  if let s = String(validatingCString: p) { return s }
+  let at = firstInvalidUTF8(p) ?? 0
+  let byte = UInt8(bitPattern: p[at])
+  throw OrdoError(code, "\(what) \"\(escaped(p))\" is not valid UTF-8: byte \(at) (0x\(String(byte, radix: 16))) is not allowed")
+}
+
+/// A required keypath argument (validated by the core; here only NULL and
+/// UTF-8).
+@inline(__always)
+func keypathArg(_ p: UnsafePointer<CChar>?) throws(OrdoError) -> String {
+  try stringArg(p, "keypath", code: .invalidKeypath)
+}
+
+/// A required out pointer.
+@inline(__always)
+func outArg<T>(_ p: UnsafeMutablePointer<T>?, _ name: String) throws(OrdoError) -> UnsafeMutablePointer<T> {
+  guard let p else { throw invalid("\(name) is NULL") }
+  return p
+}
+
+/// An array of `n` C strings (NULL allowed when `n` is 0).
+func stringArray(
+  _ array: UnsafePointer<UnsafePointer<CChar>?>?, _ n: Int, _ what: String, code: OrdoError.Code
+) throws(OrdoError) -> [String] {
+  if n == 0 { return [] }
+  guard n > 0 else { throw invalid("n_\(what) is \(UInt(bitPattern: n)), which is not a valid count") }
+  guard let array else { throw invalid("spec->\(what) is NULL but spec->n_\(what) is \(n)") }
+  var out: [String] = []
+  out.reserveCapacity(n)
+  for i in 0..<n {
+    guard let p = array[i] else { throw invalid("spec->\(what)[\(i)] is NULL (spec->n_\(what) is \(n))") }
+    out.append(try stringArg(p, "spec->\(what)[\(i)]", code: code))
+  }
+  return out
+}
+
+// MARK: - The bus handle
+
+/// A pthread mutex (not movable: allocated once).
+final class PMutex: @unchecked Sendable {
+  private let m: UnsafeMutablePointer<pthread_mutex_t>
+
+  init() {
+    m = .allocate(capacity: 1)
+    m.initialize(to: pthread_mutex_t())
+    pthread_mutex_init(m, nil)
+  }
+
+  deinit {
+    pthread_mutex_destroy(m)
+    m.deallocate()
+  }
+
+  @inline(__always)
+  func withLock<T>(_ body: () -> T) -> T {
+    pthread_mutex_lock(m)
+    defer { pthread_mutex_unlock(m) }
+    return body()
+  }
+}
+
+/// What an `ordo_bus *` points to: the core bus and the C contracts
+/// registered on it. The handle is an `Unmanaged` reference retained by
+/// `ordo_bus_new` and released by `ordo_bus_free`; contract callbacks hold
+/// the handle unretained, so there is no cycle.
+final class CBus: @unchecked Sendable {
+  /// The core bus.
+  let bus = Bus()
+
+  /// The D-Bus publication of this bus (managed by DBus.swift); released
+  /// before the bus when the bus is freed.
+  var dbus: AnyObject?
+
+  private let lock = PMutex()
+  /// Registered C contracts by id (those whose id is known).
+  private var contracts: [ContractID: CContract] = [:]
+  /// Ids unregistered before their C contract learned its id (another
+  /// thread guessing an id in the moment between the core's registration
+  /// and ours).
+  private var early: Set<ContractID> = []
+
+  /// The bus behind a handle, or INVALID_ARGUMENT for NULL.
+  static func from(_ handle: OpaquePointer?) throws(OrdoError) -> CBus {
+    guard let handle else { throw invalid("bus is NULL") }
+    return Unmanaged<CBus>.fromOpaque(UnsafeRawPointer(handle)).takeUnretainedValue()
+  }
+
+  /// The handle of this bus, as C sees it.
+  var handle: OpaquePointer { OpaquePointer(Unmanaged.passUnretained(self).toOpaque()) }
+
+  /// Gives a registered contract its id. Returns whether it was unregistered
+  /// already (its destroy is then due). Lock held.
+  private func adopt(_ c: CContract, _ id: ContractID) -> Bool {
+    guard c.id == 0 else { return false }
+    c.id = id
+    if early.remove(id) != nil {
+      c.live = false
+      return true
+    }
+    contracts[id] = c
+    return false
+  }
+
+  /// Called by ordo_register when the core accepted the contract.
+  func registered(_ c: CContract, _ id: ContractID) {
+    let due = lock.withLock { adopt(c, id) && c.takeDestroy() }
+    if due { c.runDestroy() }
+  }
+
+  /// Called by ordo_unregister when the core removed contract `id`.
+  func unregistered(_ id: ContractID) {
+    let c: CContract? = lock.withLock {
+      guard let c = contracts.removeValue(forKey: id) else {
+        early.insert(id)
+        return nil
+      }
+      c.live = false
+      return c.takeDestroy() ? c : nil
+    }
+    c?.runDestroy()
+  }
+
+  /// Entering a callback: returns false when the contract is gone.
+  func enter(_ c: CContract, _ id: ContractID) -> Bool {
+    let (ok, due) = lock.withLock { () -> (Bool, Bool) in
+      let due = adopt(c, id) && c.takeDestroy()
+      guard c.live else { return (false, due) }
+      c.running += 1
+      return (true, false)
+    }
+    if due { c.runDestroy() }
+    return ok
+  }
+
+  /// Leaving a callback: runs a destroy deferred while it ran.
+  func leave(_ c: CContract) {
+    let due = lock.withLock { () -> Bool in
+      c.running -= 1
+      return !c.live && c.takeDestroy()
+    }
+    if due { c.runDestroy() }
+  }
+
+  /// Called by ordo_bus_free: the contracts still registered, in
+  /// registration order, marked gone.
+  func takeAll() -> [CContract] {
+    lock.withLock {
+      let all = contracts.values.sorted { $0.id < $1.id }
+      contracts.removeAll()
+      for c in all { c.live = false }
+      return all
+    }
+  }
+}
+
+/// A contract registered through the C ABI: its callback, user data and
+/// destroy function. The core holds it through the callback closure.
+final class CContract: @unchecked Sendable {
+  let callback: ordo_callback
+  let userData: UnsafeMutableRawPointer?
+  let destroy: (@convention(c) (UnsafeMutableRawPointer?) -> Void)?
+  /// The bus, unretained: the core bus (and so this contract) never
+  /// outlives it.
+  unowned(unsafe) let owner: CBus
+
+  // Guarded by the owner's lock.
+  var id: ContractID = 0
+  var live = true
+  var running = 0
+  private var destroyTaken = false
+
+  init(owner: CBus, callback: ordo_callback, userData: UnsafeMutableRawPointer?, destroy: (@convention(c) (UnsafeMutableRawPointer?) -> Void)?) {
+    self.owner = owner
+    self.callback = callback
+    self.userData = userData
+    self.destroy = destroy
+  }
+
+  /// Whether destroy is due now (gone, not running) and not yet taken; takes
+  /// it. Owner's lock held.
+  func takeDestroy() -> Bool {
+    guard !live, running == 0, !destroyTaken else { return false }
+    destroyTaken = true
+    return true
+  }
+
+  /// Makes sure destroy is never called (a failed registration). Owner's
+  /// lock not needed: the contract was never visible.
+  func disarm() {
+    live = false
+    destroyTaken = true
+  }
+
+  func runDestroy() { destroy?(userData) }
+
+  /// Calls the C callback with a notification whose keypaths live in one
+  /// temporary buffer: a NULL-terminated pointer array, then the strings.
+  func invoke(_ note: Notification) {
+    guard owner.enter(self, note.contract) else { return }
+    defer { owner.leave(self) }
+    let bus = owner.handle
+    let changed = note.changed
+    let n = changed.count
+    let pointerBytes = (n + 1) * MemoryLayout<UnsafePointer<CChar>?>.stride
+    var bytes = pointerBytes
+    for k in changed { bytes += k.utf8.count + 1 }
+    withUnsafeTemporaryAllocation(byteCount: bytes, alignment: MemoryLayout<UnsafePointer<CChar>?>.alignment) { raw in
+      let base = raw.baseAddress!
+      let pointers = base.bindMemory(to: UnsafePointer<CChar>?.self, capacity: n + 1)
+      var cursor = base + pointerBytes
+      for (i, k) in changed.enumerated() {
+        let start = cursor.assumingMemoryBound(to: CChar.self)
+        var k = k
+        k.withUTF8 { utf8 in
+          if let src = utf8.baseAddress { cursor.copyMemory(from: src, byteCount: utf8.count) }
+          cursor += utf8.count
+        }
+        cursor.storeBytes(of: 0, as: UInt8.self)
+        cursor += 1
+        pointers[i] = UnsafePointer(start)
+      }
+      pointers[n] = nil
+      var cnote = ordo_notification(txn: note.transaction, contract: note.contract, changed: UnsafePointer(pointers), n_changed: n)
+      callback(bus, &cnote, userData)
+    }
+  }
+}

@@ -1,0 +1,399 @@
+/*
+ * ordo.h — the C interface of Ordo, a change-notification bus.
+ *
+ * A bus stores values under keypaths ("doc.items.3.title"), keeps a change
+ * counter per keypath, and at the end of each write transaction calls every
+ * contract whose read set changed exactly once, synchronously, in a
+ * deterministic order: priority contracts (normalization -3, coordination -2,
+ * computed data -1, view hierarchy 1, 2, 3 ...), then data contracts by
+ * dependency level, then every-transaction contracts. The rules are in
+ * SPEC.md; docs/c-api.md describes this interface in prose.
+ *
+ * Link with:   cc app.c $(pkg-config --cflags --libs ordo)
+ *
+ * Conventions that hold for every function below unless it says otherwise:
+ *
+ *  - Status. Every fallible function returns an ordo_status; ORDO_OK (0) is
+ *    success. On failure nothing changed (the bus, the store and every out
+ *    parameter are left as they were) and ordo_last_error_message() says
+ *    precisely what was wrong on this thread.
+ *  - Arguments. Passing NULL where a pointer is required returns
+ *    ORDO_E_INVALID_ARGUMENT; it never crashes. Every string is a
+ *    NUL-terminated UTF-8 string; a string that is not valid UTF-8 is
+ *    refused (ORDO_E_INVALID_KEYPATH for keypaths and patterns,
+ *    ORDO_E_INVALID_ARGUMENT otherwise). The library copies what it needs:
+ *    no pointer passed in is kept after the call returns.
+ *  - Keypaths. 1-32 segments of [A-Za-z0-9_-] joined by '.', at most 256
+ *    bytes; anything else is ORDO_E_INVALID_KEYPATH. Patterns (read and write
+ *    sets only) may also use '*' as a whole segment and '**' as the last one.
+ *  - Threads. A bus may be used from any thread. Transactions are
+ *    serialized: ordo_begin waits while another thread's transaction or
+ *    notification pass runs. Reads never wait: from a thread that does not
+ *    own the running transaction they see the last committed state.
+ *  - Callbacks. Contract callbacks run synchronously on the committing
+ *    thread, during ordo_commit (or ordo_register, see ORDO_NOTIFY_INITIAL),
+ *    and may call back into the bus from that thread: read, write within
+ *    their contract, begin/commit (joining the pass), register, unregister.
+ *  - Contract rules. Inside a callback every read and write is checked
+ *    against the running contract: ORDO_E_CONTRACT_VIOLATION for a keypath
+ *    outside its sets, ORDO_E_STABILITY for a write that an earlier contract
+ *    of the pass reads.
+ *
+ * This header is C99 and C++ compatible and includes only <stdbool.h>,
+ * <stddef.h> and <stdint.h>.
+ */
+#ifndef ORDO_H
+#define ORDO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The library version this header describes ("MAJOR.MINOR.PATCH"). The
+ *  MAJOR number is the ABI version: the library's SONAME is libordo.so.MAJOR. */
+#define ORDO_VERSION_MAJOR 1
+#define ORDO_VERSION_MINOR 0
+#define ORDO_VERSION_PATCH 0
+#define ORDO_VERSION_STRING "1.0.0"
+
+/** A bus: an opaque handle made by ordo_bus_new and freed by ordo_bus_free. */
+typedef struct ordo_bus ordo_bus;
+
+/** The result of every fallible function. The values are stable ABI. */
+typedef enum ordo_status {
+  /** Success. */
+  ORDO_OK = 0,
+  /** A NULL or out-of-range argument, a malformed contract spec, or a call
+   *  in a state that does not allow it (ordo_rollback inside a callback). */
+  ORDO_E_INVALID_ARGUMENT = 1,
+  /** A malformed keypath or pattern; the message names it and the offending
+   *  byte position. */
+  ORDO_E_INVALID_KEYPATH = 2,
+  /** The keypath holds a value of another type than the one asked for. */
+  ORDO_E_TYPE_MISMATCH = 3,
+  /** The keypath holds no value, or no contract has that id. */
+  ORDO_E_NOT_FOUND = 4,
+  /** A write, commit or rollback outside a transaction (and outside a
+   *  contract callback). */
+  ORDO_E_NO_TRANSACTION = 5,
+  /** A callback read or wrote outside its contract's read/write sets. */
+  ORDO_E_CONTRACT_VIOLATION = 6,
+  /** A callback wrote a keypath that a contract placed before it in the pass
+   *  reads (that contract's input is already stable). */
+  ORDO_E_STABILITY = 7,
+  /** Registering would make data contracts depend on each other in a cycle;
+   *  the message names the contracts in the cycle. */
+  ORDO_E_CYCLE = 8,
+  /** The contract's position in the pass contradicts its dependencies. */
+  ORDO_E_ORDER_CONFLICT = 9,
+  /** A contract with that name is already registered on this bus. */
+  ORDO_E_DUPLICATE_NAME = 10,
+  /** A configured limit was reached. */
+  ORDO_E_LIMIT = 11,
+  /** A D-Bus failure (ordo_dbus_*). */
+  ORDO_E_DBUS = 12,
+  /** A bug in Ordo. Please report it with the message. */
+  ORDO_E_INTERNAL = 99
+} ordo_status;
+
+/* ------------------------------------------------------------------------ */
+/* Library and errors                                                        */
+/* ------------------------------------------------------------------------ */
+
+/** The library's version, e.g. "1.0.0" (compare with ORDO_VERSION_STRING to
+ *  detect a header/library mismatch). Static storage: never free it.
+ *  Thread-safe. Cannot fail. */
+const char *ordo_version(void);
+
+/** A human-readable message describing the last failure on the calling
+ *  thread (the keypath, contract names, values involved ...). Never NULL: ""
+ *  when nothing failed on this thread yet.
+ *
+ *  The message is thread-local and is only replaced by the next failure on
+ *  the same thread (successful calls leave it alone, like errno), so read it
+ *  right after a call returned a status other than ORDO_OK. The string
+ *  belongs to the library and stays valid until the next failing call on
+ *  this thread or the thread's exit; copy it to keep it. Cannot fail. */
+const char *ordo_last_error_message(void);
+
+/** The name of a status as written in this header: "ORDO_OK",
+ *  "ORDO_E_CYCLE" ...; "ORDO_E_UNKNOWN" for a value that is not a status.
+ *  Static storage: never free it. Thread-safe. Cannot fail. */
+const char *ordo_status_name(ordo_status status);
+
+/* ------------------------------------------------------------------------ */
+/* Buses                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/** Makes an empty bus. Free it with ordo_bus_free. Returns NULL only when
+ *  memory is exhausted. Thread-safe. */
+ordo_bus *ordo_bus_new(void);
+
+/** Frees a bus: unregisters every contract (calling each contract's destroy
+ *  function once, on this thread), stops a D-Bus publication, and frees the
+ *  bus's memory. NULL is ignored.
+ *
+ *  Caller's bugs (undefined behaviour, not detected): freeing a bus twice,
+ *  freeing it during a notification pass or from a callback, freeing it
+ *  while another thread still uses it, or using it afterwards. */
+void ordo_bus_free(ordo_bus *bus);
+
+/** The id of the last committed transaction that changed something (0 if
+ *  none yet). Returns 0 for a NULL bus. Thread-safe. */
+uint64_t ordo_transaction_id(ordo_bus *bus);
+
+/* ------------------------------------------------------------------------ */
+/* Transactions                                                              */
+/* ------------------------------------------------------------------------ */
+
+/** Begins a write transaction on the calling thread, or joins the one this
+ *  thread has open (begin/commit pairs nest), or, from a callback, joins the
+ *  running pass. Waits while another thread's transaction runs.
+ *  Returns ORDO_OK, or ORDO_E_INVALID_ARGUMENT (bus NULL). */
+ordo_status ordo_begin(ordo_bus *bus);
+
+/** Commits. The outermost commit runs the notification pass on the calling
+ *  thread (contract callbacks are called from inside this function) and
+ *  returns when it has finished. *out_txn (out_txn may be NULL) receives the
+ *  transaction id: 0 if nothing changed, and 0 for an inner commit.
+ *  Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT (bus NULL), or
+ *  ORDO_E_NO_TRANSACTION (no matching ordo_begin on this thread). */
+ordo_status ordo_commit(ordo_bus *bus, uint64_t *out_txn);
+
+/** Discards every write of the whole (outermost) transaction, whatever the
+ *  nesting depth; nothing is notified and no counter changes. The remaining
+ *  inner ordo_commit/ordo_rollback calls then return ORDO_E_NO_TRANSACTION.
+ *  Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT (bus NULL; or inside a callback:
+ *  a pass cannot be undone), or ORDO_E_NO_TRANSACTION. */
+ordo_status ordo_rollback(ordo_bus *bus);
+
+/* ------------------------------------------------------------------------ */
+/* Writes                                                                    */
+/* ------------------------------------------------------------------------ */
+/* Writes happen inside a transaction (ordo_begin ... ordo_commit) or inside a
+ * contract callback. Each returns ORDO_OK or:
+ *   ORDO_E_INVALID_ARGUMENT    bus, keypath or a required value pointer NULL,
+ *                              or a string value that is not valid UTF-8;
+ *   ORDO_E_INVALID_KEYPATH     malformed keypath (patterns are not allowed);
+ *   ORDO_E_NO_TRANSACTION      outside a transaction and outside a callback;
+ *   ORDO_E_CONTRACT_VIOLATION  (in a callback) outside the write set;
+ *   ORDO_E_STABILITY           (in a callback) an earlier contract reads it.
+ * Setting a value equal to the current one (same type and content; doubles
+ * compared bit for bit) is no change. */
+
+/** Sets keypath to a bool. */
+ordo_status ordo_set_bool  (ordo_bus *bus, const char *keypath, bool value);
+/** Sets keypath to a signed 64-bit integer. */
+ordo_status ordo_set_int64 (ordo_bus *bus, const char *keypath, int64_t value);
+/** Sets keypath to a double (any bit pattern, NaNs included). */
+ordo_status ordo_set_double(ordo_bus *bus, const char *keypath, double value);
+/** Sets keypath to a copy of the NUL-terminated UTF-8 string utf8 (required;
+ *  "" is the empty string). */
+ordo_status ordo_set_string(ordo_bus *bus, const char *keypath, const char *utf8);
+/** Sets keypath to a copy of len bytes at data. data may be NULL only when
+ *  len is 0 (empty bytes). */
+ordo_status ordo_set_bytes (ordo_bus *bus, const char *keypath, const void *data, size_t len);
+/** Marks keypath changed without storing a value, for values that live in
+ *  the host program: its counter rises and its readers are notified. */
+ordo_status ordo_touch     (ordo_bus *bus, const char *keypath);
+/** Removes keypath's value (no change if it holds none). */
+ordo_status ordo_remove    (ordo_bus *bus, const char *keypath);
+/** Removes the values of keypath and of every descendant. In a callback the
+ *  write set must allow keypath and all its descendants (e.g. "k.**"),
+ *  otherwise ORDO_E_CONTRACT_VIOLATION. */
+ordo_status ordo_remove_tree(ordo_bus *bus, const char *keypath);
+
+/* ------------------------------------------------------------------------ */
+/* Reads                                                                     */
+/* ------------------------------------------------------------------------ */
+/* Each getter returns ORDO_OK and writes its out parameters, or leaves them
+ * untouched and returns:
+ *   ORDO_E_INVALID_ARGUMENT    bus, keypath or an out pointer NULL;
+ *   ORDO_E_INVALID_KEYPATH     malformed keypath;
+ *   ORDO_E_NOT_FOUND           keypath holds no value;
+ *   ORDO_E_TYPE_MISMATCH       keypath holds a value of another type
+ *                              (the message names both types);
+ *   ORDO_E_CONTRACT_VIOLATION  (in a callback) outside the running
+ *                              contract's read and write sets.
+ * From the thread that owns the running transaction (or pass) a getter sees
+ * its uncommitted writes; other threads see the last committed value. */
+
+/** The type of a value, as reported by ordo_get_type. */
+typedef enum ordo_type {
+  ORDO_TYPE_BOOL = 1,
+  ORDO_TYPE_INT64 = 2,
+  ORDO_TYPE_DOUBLE = 3,
+  ORDO_TYPE_STRING = 4,
+  ORDO_TYPE_BYTES = 5
+} ordo_type;
+
+/** The type of keypath's value (never ORDO_E_TYPE_MISMATCH). */
+ordo_status ordo_get_type  (ordo_bus *bus, const char *keypath, ordo_type *out);
+/** Reads a bool. */
+ordo_status ordo_get_bool  (ordo_bus *bus, const char *keypath, bool *out);
+/** Reads a signed 64-bit integer. */
+ordo_status ordo_get_int64 (ordo_bus *bus, const char *keypath, int64_t *out);
+/** Reads a double. */
+ordo_status ordo_get_double(ordo_bus *bus, const char *keypath, double *out);
+/** Reads a string: *out receives a newly allocated NUL-terminated UTF-8
+ *  copy that the caller owns and frees with ordo_free. (A string stored
+ *  through another surface may contain NUL characters; C sees it up to the
+ *  first one.) */
+ordo_status ordo_get_string(ordo_bus *bus, const char *keypath, char **out);
+/** Reads bytes: *out receives a newly allocated copy of the *len bytes that
+ *  the caller owns and frees with ordo_free. *out is never NULL on success,
+ *  even for empty bytes (*len == 0). */
+ordo_status ordo_get_bytes (ordo_bus *bus, const char *keypath, void **out, size_t *len);
+
+/** Frees memory returned by ordo_get_string or ordo_get_bytes. NULL is
+ *  ignored. Any thread. */
+void        ordo_free(void *p);
+
+/** The number of committed transactions that changed keypath itself (0 if
+ *  never). It never goes back. On error (bus or keypath NULL, malformed
+ *  keypath, or in a callback a keypath the contract may not read) it returns
+ *  0 and sets the error message; use ordo_get_counter to tell errors apart. */
+uint64_t    ordo_counter(ordo_bus *bus, const char *keypath);
+
+/** ordo_counter with a status: *out receives the counter. Returns ORDO_OK,
+ *  ORDO_E_INVALID_ARGUMENT, ORDO_E_INVALID_KEYPATH or
+ *  ORDO_E_CONTRACT_VIOLATION (never ORDO_E_NOT_FOUND: a keypath never
+ *  changed has counter 0). */
+ordo_status ordo_get_counter(ordo_bus *bus, const char *keypath, uint64_t *out);
+
+/* ------------------------------------------------------------------------ */
+/* Contracts                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/** ordo_contract_spec.priority of a data contract (one without priority). */
+#define ORDO_NO_PRIORITY INT32_MIN
+
+/** Contract flags (ordo_contract_spec.flags). */
+enum {
+  /** Call the contract once right away with an empty changed list: during
+   *  ordo_register outside a pass (with the last committed transaction id;
+   *  the callback's writes form a transaction of their own, committed when
+   *  it returns), or, when registered from a callback, at its position later
+   *  in the running pass (ORDO_E_ORDER_CONFLICT if that position is already
+   *  past). note->contract carries the new id before *out_id is written. */
+  ORDO_NOTIFY_INITIAL = 1u << 0
+};
+
+/** What a callback receives. It and everything it points to belong to the
+ *  library and are valid only during the callback: copy what you keep. */
+typedef struct ordo_notification {
+  uint64_t txn;                 /* transaction id */
+  uint64_t contract;            /* contract id */
+  const char *const *changed;   /* written keypaths that affected the read set */
+  size_t n_changed;
+  /* changed is never NULL and changed[n_changed] is NULL. It lists the
+   * keypaths (as written) changed by this transaction that affect the read
+   * set; every changed keypath for an every-transaction contract; nothing
+   * for an initial call (ORDO_NOTIFY_INITIAL). */
+} ordo_notification;
+
+/** A contract callback: called once per pass in which the contract's reads
+ *  changed, on the committing thread, with the bus, the notification and the
+ *  spec's user_data. It may call back into the bus (see the conventions at
+ *  the top); it must not free the bus. */
+typedef void (*ordo_callback)(ordo_bus *bus, const ordo_notification *note, void *user_data);
+
+/** The declaration of a contract, for ordo_register. Start from
+ *  ORDO_CONTRACT_SPEC_INIT so that size and priority are right.
+ *
+ *  size is versioning: set it to sizeof(ordo_contract_spec). A size smaller
+ *  than this header's struct is refused (ORDO_E_INVALID_ARGUMENT); a larger
+ *  one (a newer header) is accepted when every byte past the fields this
+ *  library knows is zero (and size is at most 4096). */
+typedef struct ordo_contract_spec {
+  uint32_t size;                        /* sizeof(ordo_contract_spec) */
+  const char *name;                     /* required; unique on the bus, 1-255 bytes */
+  const char *const *reads;  size_t n_reads;   /* read patterns; none: every-transaction contract */
+  const char *const *writes; size_t n_writes;  /* write patterns (permissions); may be empty */
+  int32_t priority;                     /* ORDO_NO_PRIORITY: data contract */
+  uint32_t flags;                       /* ORDO_NOTIFY_INITIAL or 0 */
+  ordo_callback callback;               /* required */
+  void *user_data;                      /* passed to callback and destroy; may be NULL */
+  void (*destroy)(void *user_data);     /* called once when the contract is gone; may be NULL */
+} ordo_contract_spec;
+
+/** A spec with size set, no name, reads, writes, callback or user data,
+ *  ORDO_NO_PRIORITY and no flags: `ordo_contract_spec s = ORDO_CONTRACT_SPEC_INIT;` */
+#define ORDO_CONTRACT_SPEC_INIT \
+  { (uint32_t)sizeof(ordo_contract_spec), NULL, NULL, 0, NULL, 0, ORDO_NO_PRIORITY, 0, NULL, NULL, NULL }
+
+/** Registers a contract and writes its id (never 0) to *out_id (out_id may
+ *  be NULL). Every string of the spec is copied. The arrays reads and writes
+ *  may be NULL when their count is 0. A priority given to an
+ *  every-transaction contract (no reads) is ignored.
+ *
+ *  Ownership of user_data: on success the contract owns it until it is gone
+ *  — unregistered, or its bus freed — and then destroy(user_data) is called
+ *  exactly once (if destroy is not NULL): by ordo_unregister, or, when the
+ *  contract unregisters itself from its own callback, right after that
+ *  callback returns; by ordo_bus_free for the contracts still registered.
+ *  destroy must not call into the bus. On failure destroy is not called and
+ *  the caller keeps user_data.
+ *
+ *  Returns ORDO_OK or:
+ *    ORDO_E_INVALID_ARGUMENT  bus, spec, name or callback NULL; size too small
+ *                             (or unknown nonzero fields past it); unknown
+ *                             flags; a NULL array with a nonzero count or a
+ *                             NULL element; an empty, too long or non-UTF-8
+ *                             name; a write set on a contract with no reads;
+ *    ORDO_E_INVALID_KEYPATH   a malformed pattern;
+ *    ORDO_E_DUPLICATE_NAME    the name is taken on this bus;
+ *    ORDO_E_CYCLE             data contracts would depend on each other in a
+ *                             cycle (the message names them);
+ *    ORDO_E_ORDER_CONFLICT    a priority contract reads what a data contract
+ *                             may write; a contract reads what a later one
+ *                             concretely writes; or, from a callback, an
+ *                             initial call whose position is already past. */
+ordo_status ordo_register  (ordo_bus *bus, const ordo_contract_spec *spec, uint64_t *out_id);
+
+/** Unregisters a contract: it is not called afterwards, even later in the
+ *  running pass, and its destroy function is called (see ordo_register).
+ *  May be called from any callback, the contract's own included.
+ *  Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT (bus NULL) or ORDO_E_NOT_FOUND
+ *  (no contract with that id on this bus, e.g. already unregistered). */
+ordo_status ordo_unregister(ordo_bus *bus, uint64_t id);
+
+/** The id of the contract whose callback is running on the calling thread,
+ *  or 0 (none, or bus NULL). */
+uint64_t    ordo_current_contract(ordo_bus *bus);
+
+/* ------------------------------------------------------------------------ */
+/* D-Bus                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/** Publishes this bus over D-Bus from this process (interface dev.ordo.Bus1,
+ *  object /dev/ordo/Bus; see docs/). address NULL = the session bus; name
+ *  NULL = "dev.ordo.Bus". Then either call ordo_dbus_dispatch from your
+ *  loop, or ordo_dbus_fd to poll yourself. ordo_bus_free stops the
+ *  publication.
+ *  Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT (bus NULL, or a string that is
+ *  not valid UTF-8), or ORDO_E_DBUS (cannot connect, name taken, already
+ *  published, or D-Bus support not available in this build; the message
+ *  says which). */
+ordo_status ordo_dbus_publish (ordo_bus *bus, const char *address, const char *name);
+
+/** A file descriptor that becomes readable when ordo_dbus_dispatch has work
+ *  to do, for your own poll()/select() loop; -1 (with the error message set)
+ *  when the bus is NULL or not published. Do not read it or close it. */
+int         ordo_dbus_fd      (ordo_bus *bus);
+
+/** Handles pending D-Bus work, waiting up to timeout_ms milliseconds for
+ *  some (0: do not wait; negative: wait indefinitely).
+ *  Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT (bus NULL) or ORDO_E_DBUS (not
+ *  published, connection lost, or not available in this build). */
+ordo_status ordo_dbus_dispatch(ordo_bus *bus, int timeout_ms);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* ORDO_H */
