@@ -6,8 +6,9 @@
 #                     and writes well-formed JSON, never a performance target
 #
 # The c-abi scenario drives libordo.so from C (Benchmarks/c), built against
-# a private install prefix when include/ordo.h and `make install` exist;
-# otherwise the report says it is not available.
+# a private install prefix when include/ordo.h and `make install` exist; the
+# dbus scenario runs a release ordod and a libdbus client (Benchmarks/c).
+# When their parts are missing the report says they are not available.
 
 BENCH_SCRATCH ?= .build-bench
 BENCH_BIN     := $(BENCH_SCRATCH)/release/ordo-bench
@@ -15,17 +16,20 @@ BENCH_JSON    ?= $(BENCH_SCRATCH)/bench.json
 BENCH_PREFIX  := $(CURDIR)/$(BENCH_SCRATCH)/prefix
 BENCH_C       := $(BENCH_SCRATCH)/ordo-c-bench
 BENCH_CC      ?= cc
-# --c-bench only when the C program was built.
-BENCH_C_ARG    = $$(test -x $(BENCH_C) && echo --c-bench $(BENCH_C))
+BENCH_ORDOD   := $(BENCH_SCRATCH)/release/ordod
+BENCH_DBUS    := $(BENCH_SCRATCH)/ordo-dbus-bench
+# Scenario programs are passed only when they were built.
+BENCH_ARGS     = $$(test -x $(BENCH_C) && echo --c-bench $(BENCH_C)) \
+                 $$(test -x $(BENCH_ORDOD) && test -x $(BENCH_DBUS) && echo --ordod $(BENCH_ORDOD) --dbus-bench $(BENCH_DBUS))
 
-.PHONY: bench bench-build bench-c test-bench
+.PHONY: bench bench-build bench-c bench-dbus test-bench
 TEST_TARGETS += test-bench
 
 bench-build:
 	$(SWIFT) build -c release --scratch-path $(BENCH_SCRATCH) --product ordo-bench $(SWIFTFLAGS)
 
 bench-c:
-	@rm -f $(BENCH_C)
+	@mkdir -p $(BENCH_SCRATCH); rm -f $(BENCH_C)
 	@if [ -f include/ordo.h ] && $(MAKE) -n install PREFIX=$(BENCH_PREFIX) >/dev/null 2>&1; then \
 	  echo "bench: installing libordo into $(BENCH_PREFIX) for the c-abi scenario"; \
 	  if $(MAKE) --no-print-directory install PREFIX=$(BENCH_PREFIX) >$(BENCH_SCRATCH)/install.log 2>&1; then \
@@ -45,10 +49,21 @@ bench-c:
 	  echo "bench: include/ordo.h or the install rule is missing: c-abi not available"; \
 	fi
 
-bench: deps bench-build bench-c
-	$(BENCH_BIN) --json $(BENCH_JSON) $(BENCH_C_ARG)
+bench-dbus:
+	@mkdir -p $(BENCH_SCRATCH); rm -f $(BENCH_DBUS)
+	@if [ -d Sources/ordod ] && $(SWIFT) build -c release --scratch-path $(BENCH_SCRATCH) --product ordod $(SWIFTFLAGS) \
+	    >$(BENCH_SCRATCH)/ordod-build.log 2>&1; then \
+	  $(BENCH_CC) -std=c99 -O2 -Wall -Wextra -Werror -o $(BENCH_DBUS) Benchmarks/c/ordo-dbus-bench.c \
+	    $$(pkg-config --cflags --libs dbus-1) || echo "bench: building the D-Bus benchmark failed: dbus not available"; \
+	else \
+	  rm -f $(BENCH_ORDOD); \
+	  echo "bench: ordod not built (see $(BENCH_SCRATCH)/ordod-build.log): dbus not available"; \
+	fi
 
-test-bench: deps bench-build bench-c
-	$(BENCH_BIN) --quick --json $(BENCH_SCRATCH)/bench-quick.json $(BENCH_C_ARG) >$(BENCH_SCRATCH)/bench-quick.txt
+bench: deps bench-build bench-c bench-dbus
+	$(BENCH_BIN) --json $(BENCH_JSON) $(BENCH_ARGS)
+
+test-bench: deps bench-build bench-c bench-dbus
+	$(BENCH_BIN) --quick --json $(BENCH_SCRATCH)/bench-quick.json $(BENCH_ARGS) >$(BENCH_SCRATCH)/bench-quick.txt
 	@cat $(BENCH_SCRATCH)/bench-quick.txt
 	@python3 Benchmarks/check-json.py $(BENCH_SCRATCH)/bench-quick.json

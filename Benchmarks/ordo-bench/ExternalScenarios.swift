@@ -99,10 +99,59 @@ func runCABI(_ s: Settings) throws -> [BenchResult] {
   return [r]
 }
 
-/// Scenario 5: D-Bus notifications.
+/// Scenario 5: D-Bus. Starts `ordod` with a private dbus-daemon, then runs
+/// the C program ordo-dbus-bench against it: Notify signals per second to a
+/// remote observer against raw libdbus signals of the same shape through the
+/// same daemon, and Commit→Notify latency against a raw signal's and a Get
+/// call's. See Benchmarks/c/ordo-dbus-bench.c.
 func runDBus(_ s: Settings) throws -> [BenchResult] {
-  [
-    BenchResult.unavailable("dbus", "notify_per_s", target: "none", reason: "D-Bus bridge not built"),
-    BenchResult.unavailable("dbus", "roundtrip_us", target: "none", reason: "D-Bus bridge not built"),
-  ]
+  func unavailable(_ reason: String) -> [BenchResult] {
+    [
+      .unavailable("dbus", "notify_per_s", target: "none", reason: reason),
+      .unavailable("dbus", "roundtrip_us", target: "none", reason: reason),
+    ]
+  }
+  guard let ordod = s.ordod, !ordod.isEmpty, access(ordod, X_OK) == 0 else {
+    return unavailable("D-Bus bridge not built: no ordod")
+  }
+  guard let bench = s.dbusBench, !bench.isEmpty, access(bench, X_OK) == 0 else {
+    return unavailable("no D-Bus benchmark program: `make bench` builds it with libdbus-1-dev")
+  }
+  let name = "dev.ordo.Bench"
+  progress("dbus: starting \(ordod) with a private dbus-daemon")
+  let daemon = try Child(ordod, ["--private", "--name", name, "--log-level", "warning"])
+  defer {
+    daemon.process.terminate()
+    daemon.finish()
+  }
+  var address: String?
+  while let line = daemon.readLine() {
+    if line.hasPrefix("DBUS_SESSION_BUS_ADDRESS=") {
+      address = String(line.dropFirst("DBUS_SESSION_BUS_ADDRESS=".count))
+      break
+    }
+  }
+  guard let address else { return unavailable("ordod did not start") }
+  let (rounds, batch, samples) = s.quick ? (3, 300, 30) : (s.reps, 2_000, 100)
+  progress("dbus: measuring (\(rounds) rounds of \(batch) notifications and \(samples) round trips)")
+  let client = try Child(bench, [address, name, "\(rounds)", "\(batch)", "\(samples)"])
+  var figures: [String: Double] = [:]
+  while let line = client.readLine() {
+    let f = line.split(separator: " ")
+    if f.count == 2, let v = Double(f[1]) { figures[String(f[0])] = v }
+  }
+  client.finish()
+  guard client.process.terminationStatus == 0,
+    let rate = figures["ordo_notify_per_s"], let raw = figures["raw_signals_per_s"],
+    let rt = figures["ordo_roundtrip_us"], let rawRT = figures["raw_signal_us"], let get = figures["get_roundtrip_us"]
+  else {
+    return unavailable("the D-Bus benchmark program failed (exit \(client.process.terminationStatus))")
+  }
+  var notify = BenchResult(scenario: "dbus", metric: "notify_per_s", ordo: rate, target: "none", met: nil)
+  notify.comparators = [("raw-libdbus-signals", raw)]
+  notify.ratios = [("vs raw-libdbus-signals", rate / raw)]
+  var latency = BenchResult(scenario: "dbus", metric: "roundtrip_us", ordo: rt, target: "none", met: nil)
+  latency.comparators = [("raw-libdbus-signal", rawRT), ("get-method-roundtrip", get)]
+  latency.ratios = [("vs raw-libdbus-signal", rt / rawRT), ("vs get-method-roundtrip", rt / get)]
+  return [notify, latency]
 }

@@ -35,6 +35,9 @@ struct Settings {
   var jsonPath: String?
   /// The C benchmark program (scenario c-abi).
   var cBench: String?
+  /// `ordod` and the C D-Bus benchmark program (scenario dbus).
+  var ordod: String?
+  var dbusBench: String?
   /// `--profile WORKLOAD`: only Ordo's side of one workload.
   var profile: String?
 

@@ -10,11 +10,13 @@ import Foundation
 // them as JSON with --json PATH. See docs/performance.md.
 
 let usage = """
-  usage: ordo-bench [--quick] [--json PATH] [--only SCENARIO[,SCENARIO…]] [--c-bench PROGRAM] [--profile WORKLOAD]
+  usage: ordo-bench [--quick] [--json PATH] [--only SCENARIO[,SCENARIO…]] [--c-bench PROGRAM]
+                    [--ordod PROGRAM --dbus-bench PROGRAM] [--profile WORKLOAD]
     --quick     smaller sizes (up to 100 000 contracts) and fewer repetitions
     --json      also write the results as JSON to PATH
     --only      run only these scenarios: memory, scale, delivery, coalescing, c-abi, dbus
     --c-bench   the C program of the c-abi scenario (built by `make bench`)
+    --ordod, --dbus-bench   ordod and the C program of the dbus scenario
     --profile   run only Ordo's side of one workload, for a profiler:
                 commit:N, delivery, register:N (see Profile.swift)
   """
@@ -41,6 +43,8 @@ func parseArguments() -> Settings {
     case "--only": s.only = Set(value(a).split(separator: ",").map(String.init))
     case "--c-bench": s.cBench = value(a)
     case "--profile": s.profile = value(a)
+    case "--ordod": s.ordod = value(a)
+    case "--dbus-bench": s.dbusBench = value(a)
     case "-h", "--help":
       print(usage)
       exit(0)
