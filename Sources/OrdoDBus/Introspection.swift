@@ -1,5 +1,5 @@
 // Generated from docs/dev.ordo.Bus1.xml (a test checks they are identical):
-//   make -f mk/dbus.mk introspection-swift
+//   make dbus-introspection
 
 /// The introspection XML of `/dev/ordo/Bus`, as shipped in `docs/dev.ordo.Bus1.xml`.
 public let introspectionXML: String = #"""

@@ -1,0 +1,303 @@
+"""Test harness for the D-Bus surface: a private dbus-daemon and an ordod per
+test, and a small jeepney client (an independent implementation of D-Bus).
+
+Every process started here is killed when the test ends, when the run ends
+and when the runner is interrupted. Every wait has a timeout.
+"""
+import atexit
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+
+try:
+    import jeepney  # noqa: F401
+except ImportError:  # the test setup installs it from PyPI
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "jeepney"], check=True)
+
+from jeepney import DBusAddress, MatchRule, MessageType, HeaderFields, new_method_call
+from jeepney.io.blocking import open_dbus_connection
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.environ.get("ORDO_BIN", os.path.join(ROOT, ".build", "debug"))
+ORDOD = os.path.join(BIN, "ordod")
+ORDOCTL = os.path.join(BIN, "ordoctl")
+DOC_XML = os.path.join(ROOT, "docs", "dev.ordo.Bus1.xml")
+
+NAME = "dev.ordo.Bus"
+PATH = "/dev/ordo/Bus"
+IFACE = "dev.ordo.Bus1"
+CONTRACT_PREFIX = "/dev/ordo/Bus/contract/"
+
+_live = []  # processes to kill whatever happens
+
+
+def _kill_all():
+    for p in list(_live):
+        if p.poll() is None:
+            p.kill()
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+    _live.clear()
+
+
+atexit.register(_kill_all)
+
+
+def _on_signal(signum, frame):
+    _kill_all()
+    sys.exit(128 + signum)
+
+
+for _s in (signal.SIGTERM, signal.SIGHUP):
+    signal.signal(_s, _on_signal)
+
+
+def spawn(args, **kw):
+    p = subprocess.Popen(args, **kw)
+    _live.append(p)
+    return p
+
+
+def stop(p, sig=signal.SIGTERM, timeout=10):
+    """Stops a process; returns its exit code (killing it after timeout)."""
+    if p.poll() is None:
+        p.send_signal(sig)
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=5)
+            if p in _live:
+                _live.remove(p)
+            raise AssertionError(f"{p.args[0]} did not exit within {timeout}s of signal {sig}")
+    if p in _live:
+        _live.remove(p)
+    return p.returncode
+
+
+def read_line(stream, timeout, what):
+    """Reads one line from a pipe within timeout seconds."""
+    deadline = time.monotonic() + timeout
+    buf = b""
+    fd = stream.fileno()
+    while not buf.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"timed out waiting for {what}")
+        r, _, _ = select.select([fd], [], [], left)
+        if not r:
+            continue
+        b = os.read(fd, 1)
+        if not b:
+            raise AssertionError(f"{what}: the process closed its output (got {buf!r})")
+        buf += b
+    return buf.decode().rstrip("\n")
+
+
+DAEMON_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:dir={dir}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+  <limit name="max_outgoing_bytes">{max_outgoing}</limit>
+  <limit name="max_message_size">134217728</limit>
+</busconfig>
+"""
+
+
+class Env:
+    """A private dbus-daemon and an ordod serving on it."""
+
+    def __init__(self, ordod_args=(), max_outgoing=64 << 20, start_ordod=True):
+        self.dir = tempfile.mkdtemp(prefix="ordo-dbus-test-")
+        conf = os.path.join(self.dir, "bus.conf")
+        with open(conf, "w") as f:
+            f.write(DAEMON_CONFIG.format(dir=self.dir, max_outgoing=max_outgoing))
+        self.daemon = spawn(
+            ["dbus-daemon", "--config-file=" + conf, "--nofork", "--nopidfile", "--print-address=1"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.address = read_line(self.daemon.stdout, 10, "the dbus-daemon address")
+        self.log_path = os.path.join(self.dir, "ordod.log")
+        self.ordod = None
+        self.peers = []
+        if start_ordod:
+            self.start_ordod(ordod_args)
+
+    def start_ordod(self, args=(), name=None):
+        log = open(self.log_path, "ab")
+        cmd = [ORDOD, "--address", self.address, "--log-level", "debug", *args]
+        if name:
+            cmd += ["--name", name]
+        p = spawn(cmd, stdout=subprocess.PIPE, stderr=log)
+        log.close()
+        line = read_line(p.stdout, 20, "ordod's ready line")
+        assert line == "DBUS_SESSION_BUS_ADDRESS=" + self.address, line
+        if self.ordod is None:
+            self.ordod = p
+        return p
+
+    def log(self):
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def peer(self):
+        p = Peer(self.address)
+        self.peers.append(p)
+        return p
+
+    def env(self):
+        e = dict(os.environ)
+        e["DBUS_SESSION_BUS_ADDRESS"] = self.address
+        return e
+
+    def ordoctl(self, *args, timeout=20, check=True):
+        r = subprocess.run([ORDOCTL, "--address", self.address, *args], capture_output=True, text=True,
+                           timeout=timeout)
+        if check and r.returncode != 0:
+            raise AssertionError(f"ordoctl {' '.join(args)} failed ({r.returncode}): {r.stderr}")
+        return r
+
+    def tool(self, *args, timeout=20, check=True):
+        """Runs a stock D-Bus tool against the private bus."""
+        r = subprocess.run(list(args), capture_output=True, text=True, timeout=timeout, env=self.env())
+        if check and r.returncode != 0:
+            raise AssertionError(f"{' '.join(args)} failed ({r.returncode}): {r.stderr}")
+        return r
+
+    def alive(self):
+        return self.ordod is not None and self.ordod.poll() is None
+
+    def close(self):
+        """Stops everything; returns ordod's exit code (None if not started)."""
+        for p in self.peers:
+            p.close()
+        rc = None
+        try:
+            if self.ordod is not None:
+                rc = stop(self.ordod)
+        finally:
+            stop(self.daemon)
+            shutil.rmtree(self.dir, ignore_errors=True)
+        return rc
+
+
+class RemoteError(Exception):
+    def __init__(self, name, message):
+        super().__init__(f"{name}: {message}")
+        self.name = name
+        self.message = message
+
+
+class Peer:
+    """A jeepney connection with helpers for dev.ordo.Bus1."""
+
+    def __init__(self, address, name=NAME):
+        self.conn = open_dbus_connection(address)
+        self.name = name
+        self.unique_name = self.conn.unique_name
+        self.notes = deque()
+        self._filter = self.conn.filter(MatchRule(type="signal", interface=IFACE, member="Notify"),
+                                        queue=self.notes)
+        self.closed = False
+
+    def close(self):
+        if not self.closed:
+            self.closed = True
+            self.conn.close()
+
+    def message(self, member, sig="", args=(), iface=IFACE, path=PATH):
+        return new_method_call(DBusAddress(path, bus_name=self.name, interface=iface), member, sig, tuple(args))
+
+    def call(self, member, sig="", *args, iface=IFACE, path=PATH, timeout=10):
+        reply = self.conn.send_and_get_reply(self.message(member, sig, args, iface, path), timeout=timeout)
+        if reply.header.message_type == MessageType.error:
+            raise RemoteError(reply.header.fields.get(HeaderFields.error_name), reply.body[0] if reply.body else "")
+        return reply.body
+
+    def register(self, name, reads, writes=(), options=None):
+        return self.call("Register", "sasasa{sv}", name, list(reads), list(writes), options or {})[0]
+
+    def unregister(self, path):
+        return self.call("Unregister", "o", path)
+
+    def commit(self, set=None, touch=(), remove=()):
+        return self.call("Commit", "a{sv}asas", set or {}, list(touch), list(remove))[0]
+
+    def get(self, keypath):
+        (sig, value), counter = self.call("Get", "s", keypath)
+        return sig, value, counter
+
+    def snapshot(self, patterns):
+        return self.call("Snapshot", "as", list(patterns))
+
+    def contracts(self):
+        return [{k: v[1] for k, v in d.items()} for d in self.call("Contracts")[0]]
+
+    def stats(self):
+        return {k: v[1] for k, v in self.call("Stats")[0].items()}
+
+    def next_notify(self, timeout=5):
+        """The next Notify: (contract, txn, changed, {key: (sig, value)})."""
+        msg = self.conn.recv_until_filtered(self.notes, timeout=timeout)
+        return tuple(msg.body)
+
+    def notifies(self, count, timeout=10):
+        deadline = time.monotonic() + timeout
+        out = []
+        while len(out) < count:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"got {len(out)} of {count} Notify signals in {timeout}s: {out[-3:]}")
+            out.append(self.next_notify(timeout=left))
+        return out
+
+    def no_notify(self, wait=0.3):
+        """Asserts that no Notify arrives within `wait` seconds."""
+        try:
+            n = self.next_notify(timeout=wait)
+        except TimeoutError:
+            return
+        raise AssertionError(f"unexpected Notify {n}")
+
+
+class Monitor:
+    """A monitor connection (BecomeMonitor): sees every Notify the service
+    sends, in the order the daemon received them."""
+
+    def __init__(self, address):
+        self.conn = open_dbus_connection(address)
+        msg = new_method_call(
+            DBusAddress("/org/freedesktop/DBus", bus_name="org.freedesktop.DBus",
+                        interface="org.freedesktop.DBus.Monitoring"),
+            "BecomeMonitor", "asu", ([f"type='signal',interface='{IFACE}',member='Notify'"], 0))
+        reply = self.conn.send_and_get_reply(msg, timeout=5)
+        assert reply.header.message_type != MessageType.error, reply.body
+
+    def notifies(self, count, timeout=10):
+        deadline = time.monotonic() + timeout
+        out = []
+        while len(out) < count:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"monitor saw {len(out)} of {count} Notify signals")
+            m = self.conn.receive(timeout=left)
+            if m.header.fields.get(HeaderFields.member) == "Notify":
+                out.append((m.header.fields.get(HeaderFields.destination), tuple(m.body)))
+        return out
+
+    def close(self):
+        self.conn.close()

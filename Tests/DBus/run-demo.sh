@@ -1,0 +1,81 @@
+#!/bin/sh
+# `make run`: starts ordod (a private dbus-daemon when there is no session
+# bus), watches with ordoctl, writes a few values, shows what the watchers
+# printed, and stops everything. Usage: Tests/DBus/run-demo.sh BIN_DIR
+set -eu
+BIN=${1:?usage: run-demo.sh BIN_DIR}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ordo-run.XXXXXX")
+ORDOD_PID= W1= W2=
+cleanup() {
+  for p in $W1 $W2; do kill "$p" 2>/dev/null || true; done
+  if [ -n "$ORDOD_PID" ] && kill -0 "$ORDOD_PID" 2>/dev/null; then
+    kill -TERM "$ORDOD_PID" 2>/dev/null || true
+    i=0; while kill -0 "$ORDOD_PID" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+    kill -KILL "$ORDOD_PID" 2>/dev/null || true
+  fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+say() { printf '\n== %s\n' "$*"; }
+run() { printf '$ %s\n' "$*"; "$@"; }
+
+say "starting ordod"
+"$BIN/ordod" --log-level info >"$tmp/ordod.out" 2>"$tmp/ordod.log" &
+ORDOD_PID=$!
+i=0
+until grep -q '^DBUS_SESSION_BUS_ADDRESS=' "$tmp/ordod.out" 2>/dev/null; do
+  i=$((i+1))
+  if [ $i -gt 100 ] || ! kill -0 "$ORDOD_PID" 2>/dev/null; then
+    echo "ordod did not start:"; cat "$tmp/ordod.log"; exit 1
+  fi
+  sleep 0.1
+done
+ADDR=$(sed -n 's/^DBUS_SESSION_BUS_ADDRESS=//p' "$tmp/ordod.out")
+echo "ordod serves dev.ordo.Bus on $ADDR"
+export DBUS_SESSION_BUS_ADDRESS="$ADDR"
+ctl() { "$BIN/ordoctl" "$@"; }
+
+say "two watchers: a data contract on doc.** and a priority-1 contract on doc.title (JSON)"
+ctl watch 'doc.**' --count 4 >"$tmp/w1.out" 2>&1 &
+W1=$!
+ctl watch doc.title --priority 1 --json --count 2 >"$tmp/w2.out" 2>&1 &
+W2=$!
+i=0
+until [ "$(ctl contracts | wc -l)" -ge 2 ]; do
+  i=$((i+1)); [ $i -gt 100 ] && { echo "the watchers did not register"; exit 1; }
+  sleep 0.1
+done
+run "$BIN/ordoctl" contracts
+
+say "five transactions"
+run "$BIN/ordoctl" set doc.title=s:Songs doc.count=int64:3 doc.ratio=d:0.5
+run "$BIN/ordoctl" set doc.count=4
+run "$BIN/ordoctl" touch doc.title
+run "$BIN/ordoctl" rm 'doc.**'
+run "$BIN/ordoctl" set doc.title="s:Songs, again"
+
+say "reads"
+run "$BIN/ordoctl" get doc.title
+run "$BIN/ordoctl" snapshot
+run "$BIN/ordoctl" stats
+
+# The watchers exit after --count notifications.
+for p in $W1 $W2; do
+  i=0; while kill -0 "$p" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+done
+say "what 'ordoctl watch doc.**' printed (one line per Notify)"
+cat "$tmp/w1.out"
+say "what 'ordoctl watch doc.title --priority 1 --json' printed"
+cat "$tmp/w2.out"
+W1= W2=
+
+say "stopping ordod (SIGTERM)"
+kill -TERM "$ORDOD_PID"
+i=0; while kill -0 "$ORDOD_PID" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+wait "$ORDOD_PID" && rc=0 || rc=$?
+ORDOD_PID=
+echo "ordod exited with status $rc; its log:"
+cat "$tmp/ordod.log"
+[ "$rc" -eq 0 ]

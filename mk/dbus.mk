@@ -1,0 +1,27 @@
+# D-Bus: the bridge (OrdoDBus), ordod and ordoctl. See docs/dbus.md.
+#
+#   make run        starts ordod, watches and writes with ordoctl, stops it
+#   make test-dbus  end-to-end tests through jeepney, busctl, gdbus, dbus-send
+#                   and ordoctl (each test runs its own dbus-daemon and ordod)
+
+RUN_TARGET := run-ordod
+TEST_TARGETS += test-dbus
+
+# What the D-Bus tests run besides the build: the bus daemon and the stock
+# clients (dbus-send: dbus-bin, gdbus: libglib2.0-bin, busctl: systemd).
+DBUS_TEST_PACKAGES := dbus-daemon dbus-bin libglib2.0-bin systemd python3
+
+.PHONY: run-ordod test-dbus dbus-introspection
+
+run-ordod: build
+	@Tests/DBus/run-demo.sh "$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)"
+
+test-dbus: build
+	@scripts/deps.sh $(DBUS_TEST_PACKAGES)
+	@python3 -c 'import jeepney' 2>/dev/null || python3 -m pip install --quiet jeepney
+	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 1200 python3 Tests/DBus/test_dbus.py
+
+# Regenerates the embedded copy of docs/dev.ordo.Bus1.xml after editing it.
+dbus-introspection:
+	@{ printf '// Generated from docs/dev.ordo.Bus1.xml (a test checks they are identical):\n//   make dbus-introspection\n\n/// The introspection XML of `/dev/ordo/Bus`, as shipped in `docs/dev.ordo.Bus1.xml`.\npublic let introspectionXML: String = #"""\n'; \
+	   cat docs/dev.ordo.Bus1.xml; printf '"""# + "\\n"\n'; } > Sources/OrdoDBus/Introspection.swift
