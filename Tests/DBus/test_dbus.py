@@ -602,6 +602,16 @@ class Ordoctl(DBusTest):
         self.assertRegex(out, r'^/dev/ordo/Bus/contract/\d+ name="alpha" kind=priority priority=-1 owner=:\S+ reads=\[a\.\*\]')
 
 
+class Examples(DBusTest):
+    def test_python_example(self):
+        example = os.path.join(os.path.dirname(DOC_XML), "..", "examples", "python", "ordo_client.py")
+        r = subprocess.run([sys.executable, example], capture_output=True, text=True, timeout=60, env=self.env.env())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("Notify txn=0 changed=[] values={}", r.stdout)
+        self.assertIn("Notify txn=2 changed=['doc.count', 'doc.selection'] values={'doc.count': 4}", r.stdout)
+        self.assertIn("as expected: dev.ordo.Error.NotFound", r.stdout)
+
+
 class Daemon(unittest.TestCase):
     """ordod's own bus handling, without the per-test Env ordod."""
 
