@@ -168,11 +168,18 @@ public final class Bus: @unchecked Sendable {
   }
 
   /// The id of the last committed transaction that changed something (0 if
-  /// none).
+  /// none). While a pass runs, its thread sees the pass's id; other threads
+  /// see the last committed one (the pass's writes are not visible to them).
   public var transactionID: UInt64 {
     lock.lock()
     defer { lock.unlock() }
-    return lastTransaction
+    return visibleTransaction(own: isOwner())
+  }
+
+  /// The last transaction id as a thread sees it: a pass's id is committed
+  /// only when the pass ends, for threads other than its own. Lock held.
+  private func visibleTransaction(own: Bool) -> UInt64 {
+    inPass && !own ? lastTransaction - 1 : lastTransaction
   }
 
   /// Registers an action that runs if the transaction open on this thread is
@@ -680,7 +687,7 @@ public final class Bus: @unchecked Sendable {
         if n.counter > 0 { cs[n.key] = n.counter }
       }
     }
-    return (vs, cs, lastTransaction)
+    return (vs, cs, visibleTransaction(own: own))
   }
 
   /// Visits the nodes a pattern matches. Lock held.
@@ -1005,7 +1012,7 @@ public final class Bus: @unchecked Sendable {
     lock.lock()
     defer { lock.unlock() }
     return BusStatistics(
-      contracts: registry.count, transactions: lastTransaction, notifications: notifications, failures: failures,
+      contracts: registry.count, transactions: visibleTransaction(own: isOwner()), notifications: notifications, failures: failures,
       rollbacks: rollbacks, values: valueCount)
   }
 

@@ -34,7 +34,7 @@ soname=$(readelf -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
 
 # 1. Exports: the functions of the header, nothing else.
 declared=$(sed -n 's/^[a-z][a-z0-9_ *]*[ *]\(ordo_[a-z0-9_]*\) *(.*/\1/p' "$prefix/include/ordo.h" | sort -u)
-exported=$(nm -D --defined-only "$lib" | awk '{print $3}' | sed 's/@.*//' | sort -u)
+exported=$(nm -D --extern-only --defined-only "$lib" | awk '{print $3}' | sed 's/@.*//' | sort -u)
 if [ "$declared" != "$exported" ]; then
   echo "test-c: exported symbols differ from ordo.h's functions:" >&2
   echo "$declared" >"$work/declared.txt"
@@ -58,6 +58,19 @@ for t in test_api test_contracts test_header_cxx; do
   valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
     --suppressions="$here/valgrind.supp" "$work/$t"
 done
+
+# A known core leak (regress_unregister_scheduled.c says which): invalid
+# accesses fail the tests, a leak is reported as known until the core is
+# fixed, and then this says so.
+$CC -std=c99 $strict -o "$work/regress" "$here/regress_unregister_scheduled.c" $flags
+valgrind -q --error-exitcode=1 --errors-for-leak-kinds=none --suppressions="$here/valgrind.supp" "$work/regress"
+if valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
+    --suppressions="$here/valgrind.supp" "$work/regress" >"$work/regress.log" 2>&1; then
+  echo "test-c: regress_unregister_scheduled: no leak (the core bug is fixed: make this check strict)"
+else
+  echo "test-c: KNOWN CORE LEAK: a contract unregistered while scheduled in a pass leaks if the bus is freed"
+  echo "        before its keypaths are written again (Tests/C/regress_unregister_scheduled.c)"
+fi
 
 # 4. Conformance through the C ABI.
 python3 "$here/conformance_ctypes.py" --lib "$lib" "$@"
