@@ -20,43 +20,43 @@ public final class Bus: @unchecked Sendable {
   private let lock = MonitorLock()
 
   // Transaction ownership.
-  private var owner: pthread_t?
-  private var depth = 0
-  private var inPass = false
-  private var running: ContractState?
+  @exclusivity(unchecked) private var owner: pthread_t?
+  @exclusivity(unchecked) private var depth = 0
+  @exclusivity(unchecked) private var inPass = false
+  @exclusivity(unchecked) private var running: ContractState?
   /// Contract checks of the running callback are suspended (owner thread).
-  private var suspended = false
-  private var passTransaction: UInt64 = 0
-  private var passSerial: UInt64 = 0
-  private var schedule = Schedule()
-  private var deferredLevelSeeds: [ContractState] = []
+  @exclusivity(unchecked) private var suspended = false
+  @exclusivity(unchecked) private var passTransaction: UInt64 = 0
+  @exclusivity(unchecked) private var passSerial: UInt64 = 0
+  @exclusivity(unchecked) private var schedule = Schedule()
+  @exclusivity(unchecked) private var deferredLevelSeeds: [ContractState] = []
 
   // Store: a tree of keypath nodes, also reachable by full keypath.
   private let root = KeyNode(key: "", ids: [])
-  private var nodes: [String: KeyNode] = [:]
-  private var segments = SegmentTable()
-  private var valueCount = 0
-  private var journal = Journal()
-  private var lastTransaction: UInt64 = 0
+  @exclusivity(unchecked) private var nodes: [String: KeyNode] = [:]
+  @exclusivity(unchecked) private var segments = SegmentTable()
+  @exclusivity(unchecked) private var valueCount = 0
+  @exclusivity(unchecked) private var journal = Journal()
+  @exclusivity(unchecked) private var lastTransaction: UInt64 = 0
 
   // Contracts.
-  private var registry: [ContractID: ContractState] = [:]
-  private var byName: [String: ContractState] = [:]
-  private var readIndex = PatternIndex()
-  private var writeIndex = PatternIndex()
-  private var everyTxn: [ContractState] = []
-  private var nextID: ContractID = 1
-  private var nextSeq: UInt64 = 1
+  @exclusivity(unchecked) private var registry: [ContractID: ContractState] = [:]
+  @exclusivity(unchecked) private var byName: [String: ContractState] = [:]
+  @exclusivity(unchecked) private var readIndex = PatternIndex()
+  @exclusivity(unchecked) private var writeIndex = PatternIndex()
+  @exclusivity(unchecked) private var everyTxn: [ContractState] = []
+  @exclusivity(unchecked) private var nextID: ContractID = 1
+  @exclusivity(unchecked) private var nextSeq: UInt64 = 1
   /// Bumped by every registration and unregistration; node reader caches
   /// of older generations are stale.
-  private var indexGeneration: UInt64 = 0
-  private var markSerial: UInt64 = 0
+  @exclusivity(unchecked) private var indexGeneration: UInt64 = 0
+  @exclusivity(unchecked) private var markSerial: UInt64 = 0
 
   // Statistics and failures.
-  private var notifications: UInt64 = 0
-  private var failures: UInt64 = 0
-  private var rollbacks: UInt64 = 0
-  private var failureHandler: (@Sendable (ContractFailure) -> Void)?
+  @exclusivity(unchecked) private var notifications: UInt64 = 0
+  @exclusivity(unchecked) private var failures: UInt64 = 0
+  @exclusivity(unchecked) private var rollbacks: UInt64 = 0
+  @exclusivity(unchecked) private var failureHandler: (@Sendable (ContractFailure) -> Void)?
 
   /// Makes an empty bus.
   public init() {}
@@ -494,7 +494,8 @@ public final class Bus: @unchecked Sendable {
       if c.kind == .everyTransaction {
         for n in journal.records where journal.isChanged(n) { changed.append(n.key) }
       } else if c.triggers.count == 1 {
-        if journal.isChanged(c.triggers[0]) { changed.append(c.triggers[0].key) }
+        let n = c.triggers[0]
+        if journal.isChanged(n) { changed = [n.key] }
       } else {
         markSerial += 1
         for n in c.triggers where n.bumpSerial != markSerial && journal.isChanged(n) {
@@ -961,6 +962,10 @@ public final class Bus: @unchecked Sendable {
     indexGeneration += 1
     if c.kind == .everyTransaction { everyTxn.removeAll { $0 === c } }
     c.registered = false
+    // A contract scheduled in the running pass holds its trigger nodes, and
+    // those nodes' reader caches may hold it: drop the triggers, or the
+    // contract (and what its callback captures) leaks with the cycle.
+    c.triggers.removeAll()
     propagateLevels(seeds)
     if acquired { release() }
     lock.unlock()

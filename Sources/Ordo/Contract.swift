@@ -176,28 +176,28 @@ final class ContractState {
   let callback: ContractCallback
   /// The position in the pass: phase, then priority or level, then
   /// registration order.
-  private(set) var key: OrderKey
+  @exclusivity(unchecked) private(set) var key: OrderKey
   var level = 0 {
     didSet { if kind == .data { key.rank = Int64(level) } }
   }
-  var registered = true
+  @exclusivity(unchecked) var registered = true
 
   // Per-pass bookkeeping; `serial` identifies the pass.
-  var scheduledSerial: UInt64 = 0
-  var calledSerial: UInt64 = 0
-  var initialPending = false
-  var triggers: [KeyNode] = []
+  @exclusivity(unchecked) var scheduledSerial: UInt64 = 0
+  @exclusivity(unchecked) var calledSerial: UInt64 = 0
+  @exclusivity(unchecked) var initialPending = false
+  @exclusivity(unchecked) var triggers: [KeyNode] = []
   /// Scratch stamp for de-duplicating visits.
-  var mark: UInt64 = 0
+  @exclusivity(unchecked) var mark: UInt64 = 0
 
   // Statistics.
-  var calls: UInt64 = 0
-  var lastTransaction: UInt64 = 0
-  var failures: UInt64 = 0
+  @exclusivity(unchecked) var calls: UInt64 = 0
+  @exclusivity(unchecked) var lastTransaction: UInt64 = 0
+  @exclusivity(unchecked) var failures: UInt64 = 0
   /// Bit i: read pattern i was read through (patterns beyond 64 are not tracked).
-  var usedReads: UInt64 = 0
+  @exclusivity(unchecked) var usedReads: UInt64 = 0
   /// Bit i: write pattern i was written through.
-  var usedWrites: UInt64 = 0
+  @exclusivity(unchecked) var usedWrites: UInt64 = 0
 
   init(id: ContractID, seq: UInt64, name: String, reads: [CPattern], writes: [CPattern], priority: Int32?, callback: @escaping ContractCallback) {
     self.id = id
@@ -234,35 +234,73 @@ struct OrderKey: Comparable {
   }
 }
 
-/// A binary min-heap of scheduled contracts by order key.
+/// The contracts scheduled in a pass, popped in order key order. The bulk
+/// scheduled at the start of a pass is sorted once; contracts scheduled
+/// while the pass runs go to a binary heap (keys and references in separate
+/// arrays, so that sifting compares plain keys).
 struct Schedule {
-  private var items: [(key: OrderKey, contract: ContractState)] = []
+  private var added: [ContractState] = []
+  private var run: [ContractState] = []
+  private var next = 0
+  private var keys: [OrderKey] = []
+  private var refs: [ContractState] = []
 
-  var isEmpty: Bool { items.isEmpty }
+  mutating func push(_ c: ContractState) { added.append(c) }
 
-  mutating func push(_ c: ContractState) {
-    items.append((c.key, c))
-    var i = items.count - 1
+  private mutating func heapPush(_ c: ContractState) {
+    keys.append(c.key)
+    refs.append(c)
+    var i = keys.count - 1
     while i > 0 {
       let parent = (i - 1) / 2
-      if items[i].key < items[parent].key { items.swapAt(i, parent); i = parent } else { break }
+      guard keys[i] < keys[parent] else { break }
+      keys.swapAt(i, parent)
+      refs.swapAt(i, parent)
+      i = parent
     }
   }
 
-  mutating func pop() -> ContractState? {
-    guard !items.isEmpty else { return nil }
-    items.swapAt(0, items.count - 1)
-    let top = items.removeLast()
+  private mutating func heapPop() -> ContractState {
+    let last = keys.count - 1
+    keys.swapAt(0, last)
+    refs.swapAt(0, last)
+    keys.removeLast()
+    let top = refs.removeLast()
     var i = 0
+    let n = keys.count
     while true {
       let l = 2 * i + 1, r = l + 1
       var m = i
-      if l < items.count && items[l].key < items[m].key { m = l }
-      if r < items.count && items[r].key < items[m].key { m = r }
+      if l < n && keys[l] < keys[m] { m = l }
+      if r < n && keys[r] < keys[m] { m = r }
       if m == i { break }
-      items.swapAt(i, m)
+      keys.swapAt(i, m)
+      refs.swapAt(i, m)
       i = m
     }
-    return top.contract
+    return top
+  }
+
+  mutating func pop() -> ContractState? {
+    if !added.isEmpty {
+      if next == run.count && keys.isEmpty {
+        run = added
+        run.sort { $0.key < $1.key }
+        next = 0
+        added.removeAll(keepingCapacity: true)
+      } else {
+        for c in added { heapPush(c) }
+        added.removeAll(keepingCapacity: true)
+      }
+    }
+    let haveRun = next < run.count
+    if !keys.isEmpty && (!haveRun || keys[0] < run[next].key) { return heapPop() }
+    guard haveRun else {
+      run.removeAll(keepingCapacity: true)
+      next = 0
+      return nil
+    }
+    next += 1
+    return run[next - 1]
   }
 }

@@ -9,12 +9,12 @@
 ///   something affecting a read pattern.
 struct PatternIndex {
   final class Node {
-    var literal: [UInt32: Node] = [:]
-    var any: Node?
+    @exclusivity(unchecked) var literal: [UInt32: Node] = [:]
+    @exclusivity(unchecked) var any: Node?
     /// Patterns that end at this node without `**`.
-    var exact: [ContractState] = []
+    @exclusivity(unchecked) var exact: [ContractState] = []
     /// Patterns `<path to this node>.**`.
-    var tree: [ContractState] = []
+    @exclusivity(unchecked) var tree: [ContractState] = []
 
     var isEmpty: Bool { literal.isEmpty && any == nil && exact.isEmpty && tree.isEmpty }
 

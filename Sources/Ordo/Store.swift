@@ -42,29 +42,29 @@ final class KeyNode {
   let key: String
   /// Its interned segment ids.
   let ids: [UInt32]
-  var children: [UInt32: KeyNode] = [:]
-  var value: Value?
-  var counter: UInt64 = 0
+  @exclusivity(unchecked) var children: [UInt32: KeyNode] = [:]
+  @exclusivity(unchecked) var value: Value?
+  @exclusivity(unchecked) var counter: UInt64 = 0
 
   // Journal: valid when the serial equals the journal's.
   /// The node was written as a keypath in this transaction.
-  var recordSerial: UInt64 = 0
+  @exclusivity(unchecked) var recordSerial: UInt64 = 0
   /// The node's value at the start of the transaction is recorded.
-  var originalSerial: UInt64 = 0
-  var original: Value?
-  var ownValue = false
-  var touched = false
-  var external = false
+  @exclusivity(unchecked) var originalSerial: UInt64 = 0
+  @exclusivity(unchecked) var original: Value?
+  @exclusivity(unchecked) var ownValue = false
+  @exclusivity(unchecked) var touched = false
+  @exclusivity(unchecked) var external = false
   /// Nodes whose values a `removeTree` of this keypath removed.
-  var removed: [KeyNode] = []
+  @exclusivity(unchecked) var removed: [KeyNode] = []
   /// Contracts whose initial calls wrote it (it does not schedule them).
-  var writtenBy: [ContractID] = []
+  @exclusivity(unchecked) var writtenBy: [ContractID] = []
   /// Counter raised in the pass with this serial.
-  var bumpSerial: UInt64 = 0
+  @exclusivity(unchecked) var bumpSerial: UInt64 = 0
 
   // Cache of affected readers, valid for one generation of the contract index.
-  var readersGeneration: UInt64 = .max
-  var readers: [ContractState] = []
+  @exclusivity(unchecked) var readersGeneration: UInt64 = .max
+  @exclusivity(unchecked) var readers: [ContractState] = []
 
   init(key: String, ids: [UInt32]) {
     self.key = key
