@@ -64,8 +64,10 @@ final class Link: @unchecked Sendable {
         dbus_connection_unref(conn)
         c = nil
       }
-    } else {
+    } else if getenv("DBUS_SESSION_BUS_ADDRESS").map({ $0.pointee != 0 }) == true {
       c = dbus_bus_get_private(DBUS_BUS_SESSION, &err)
+    } else {
+      throw OrdoError(.dbus, "no session bus: DBUS_SESSION_BUS_ADDRESS is not set; pass an address")
     }
     guard let conn = c else {
       let what = err.message.map { String(cString: $0) } ?? "unknown error"

@@ -612,6 +612,77 @@ class Examples(DBusTest):
         self.assertIn("as expected: dev.ordo.Error.NotFound", r.stdout)
 
 
+class CHost(unittest.TestCase):
+    """A C program publishing its own bus (ordo_dbus_publish/fd/dispatch)."""
+
+    def setUp(self):
+        self.env = Env(start_ordod=False)
+        self.addCleanup(self.env.close)
+        root = os.path.dirname(os.path.dirname(DOC_XML))
+        lib = os.path.dirname(ORDOD)
+        exe = os.path.join(self.env.dir, "dbus_host")
+        cc = os.environ.get("CC", "cc")
+        subprocess.run([cc, "-std=c99", "-Wall", "-Wextra", "-Werror", "-D_POSIX_C_SOURCE=200809L", "-o", exe,
+                        os.path.join(root, "Tests", "DBus", "dbus_host.c"), "-I", os.path.join(root, "include"),
+                        "-L", lib, "-lordo", "-Wl,-rpath," + lib, "-lpthread"], check=True, timeout=120)
+        env = dict(os.environ)
+        env.pop("DBUS_SESSION_BUS_ADDRESS", None)
+        self.host = spawn([exe, self.env.address, NAME], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.addCleanup(stop, self.host, signal.SIGKILL)
+        line = read_line(self.host.stdout, 20, "dbus_host's ready line")
+        self.assertEqual(line, "ready", self.host.stderr.read().decode() if self.host.poll() is not None else "")
+
+    def finish(self, p):
+        p.commit({"ctl.quit": ("b", True)})
+        self.assertEqual(read_line(self.host.stdout, 20, "dbus_host's bye"), "bye")
+        self.assertEqual(self.host.wait(timeout=20), 0, self.host.stderr.read().decode())
+
+    def test_levels_priorities_and_host_contracts(self):
+        a, b, w = Peer(self.env.address), Peer(self.env.address), Peer(self.env.address)
+        mon = Monitor(self.env.address)
+        for x in (a, b, w, mon):
+            self.addCleanup(x.close)
+        sum_view = a.register("sum-view", ["calc.sum"])  # data level 1: calc.sum is written by data contract "sum"
+        norm_view = b.register("norm-view", ["in.norm"])  # data level 0
+        raw_prio = a.register("raw-prio", ["in.raw"], options={"priority": ("i", -1)})
+        cs = w.contracts()
+        self.assertEqual([c["name"] for c in cs], ["double", "raw-prio", "sum", "control", "norm-view", "sum-view"])
+        self.assertEqual({c["name"]: c["level"] for c in cs}["sum-view"], 1)
+        self.assertEqual({c["name"]: c["owner"] for c in cs}["double"], "")
+        self.assertEqual(w.commit({"in.raw": ("x", 5)}), 1)
+        seen = mon.notifies(3)
+        self.assertEqual([body for _, body in seen], [
+            (raw_prio, 1, ["in.raw"], {"in.raw": ("x", 5)}),
+            (norm_view, 1, ["in.norm"], {"in.norm": ("x", 10)}),
+            (sum_view, 1, ["calc.sum"], {"calc.sum": ("x", 11)}),
+        ])
+        self.assertEqual(w.get("calc.sum"), ("x", 11, 1))
+        # A priority contract may not read what a data contract may write.
+        with self.assertRaises(RemoteError) as cm:
+            w.register("prio-sum", ["calc.sum"], options={"priority": ("i", 1)})
+        self.assertEqual(cm.exception.name, E("OrderConflict"))
+        self.assertIn("sum", cm.exception.message)
+        # The host's own contracts belong to the host.
+        with self.assertRaises(RemoteError) as cm:
+            w.unregister(cs[0]["path"])
+        self.assertEqual(cm.exception.name, E("AccessDenied"))
+        self.assertEqual(w.stats()["contracts"], 6)
+        self.finish(w)
+
+    def test_commits_from_another_host_thread(self):
+        r, w = Peer(self.env.address), Peer(self.env.address)
+        for x in (r, w):
+            self.addCleanup(x.close)
+        path = r.register("bg", ["bg.n"])
+        N = 2000
+        self.assertEqual(w.commit({"ctl.burst": ("x", N)}), 1)
+        notes = r.notifies(N, timeout=60)
+        self.assertEqual([n[3]["bg.n"][1] for n in notes], list(range(1, N + 1)))
+        self.assertEqual([n[1] for n in notes], list(range(2, N + 2)))
+        self.assertTrue(all(n[0] == path for n in notes))
+        self.finish(w)
+
+
 class Daemon(unittest.TestCase):
     """ordod's own bus handling, without the per-test Env ordod."""
 
