@@ -17,11 +17,12 @@ let package = Package(
     .executableTarget(name: "ordod", dependencies: ["OrdoDBus", "Ordo"]),
     .executableTarget(name: "ordoctl", dependencies: ["OrdoDBus", "Ordo"]),
     .target(name: "COrdo", path: "include", publicHeadersPath: "."),
-    .target(name: "OrdoC", dependencies: ["Ordo", "COrdo", "OrdoDBus"]),
+    .target(name: "OrdoC", dependencies: ["Ordo", "COrdo"]),
     .target(name: "OrdoConformance", dependencies: ["Ordo"]),
     .executableTarget(name: "ordo-conformance", dependencies: ["OrdoConformance"]),
     .executableTarget(name: "ordo-demo", dependencies: ["Ordo"]),
     .executableTarget(name: "ordo-bench", dependencies: ["Ordo"], path: "Benchmarks/ordo-bench"),
     .testTarget(name: "OrdoTests", dependencies: ["Ordo", "OrdoConformance"]),
+    .testTarget(name: "OrdoDifferentialTests", dependencies: ["Ordo", "OrdoConformance"]),
   ]
 )
