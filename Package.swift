@@ -17,7 +17,7 @@ let package = Package(
     .executableTarget(name: "ordod", dependencies: ["OrdoDBus", "Ordo"]),
     .executableTarget(name: "ordoctl", dependencies: ["OrdoDBus", "Ordo"]),
     .target(name: "COrdo", path: "include", publicHeadersPath: "."),
-    .target(name: "OrdoC", dependencies: ["Ordo", "COrdo"]),
+    .target(name: "OrdoC", dependencies: ["Ordo", "COrdo", "OrdoDBus"]),
     .target(name: "OrdoConformance", dependencies: ["Ordo"]),
     .executableTarget(name: "ordo-conformance", dependencies: ["OrdoConformance"]),
     .executableTarget(name: "ordo-demo", dependencies: ["Ordo"]),
