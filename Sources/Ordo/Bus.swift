@@ -353,6 +353,20 @@ public final class Bus: @unchecked Sendable {
     applyChecked(n!, op)
   }
 
+  /// Checks that the calling thread may write `keypath` now, without
+  /// writing: a transaction or callback is open and, in a callback, the
+  /// contract's write rules allow it. For host-owned values (see
+  /// ``HostedProperty``), whose equal-value set changes nothing but must
+  /// obey the same rules as a stored value's (SPEC §5: stability is checked
+  /// before the equal-value test).
+  func checkWrite(_ keypath: String) throws(OrdoError) {
+    lock.lock()
+    defer { lock.unlock() }
+    let keyIDs = try ids(keypath)
+    try checkWritable(keypath, .touch)
+    if let c = running { try checkWrite(c, keypath, keyIDs, .touch) }
+  }
+
   /// Inside a pass only callbacks write; outside, a transaction or an
   /// initial call must be open on this thread. Lock held.
   private func checkWritable(_ k: String, _ op: WriteOp) throws(OrdoError) {

@@ -49,7 +49,7 @@ public final class HostedProperty<T: Equatable & Sendable>: @unchecked Sendable 
     let old = storage
     lock.unlock()
     if old == value {
-      try bus.access(keypath)
+      try bus.checkWrite(keypath)
       return
     }
     try bus.touch(keypath)
