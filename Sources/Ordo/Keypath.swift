@@ -61,7 +61,7 @@ public struct Keypath: Hashable, Sendable, CustomStringConvertible {
       .failure(OrdoError(.invalidKeypath, "invalid \(what) \"\(printable(String(s.prefix(80))))\"\(s.count > 80 ? "…" : ""): \(m)"))
     }
     if buf.isEmpty { return fail("a keypath needs at least one segment") }
-    if buf.count > maxBytes { return fail("\(buf.count) bytes, the limit is \(maxBytes)") }
+    if buf.count > maxBytes { return fail("\(buf.count) bytes, the limit is \(maxBytes) (byte \(maxBytes) is past it)") }
     var segments: [String] = []
     segments.reserveCapacity(4)
     var tree = false
@@ -87,7 +87,9 @@ public struct Keypath: Hashable, Sendable, CustomStringConvertible {
         } else {
           segments.append(String(decoding: UnsafeBufferPointer(rebasing: buf[start..<i]), as: UTF8.self))
         }
-        if segments.count + (tree ? 1 : 0) > maxSegments { return fail("more than \(maxSegments) segments") }
+        if segments.count + (tree ? 1 : 0) > maxSegments {
+          return fail("more than \(maxSegments) segments: segment \(maxSegments + 1) starts at byte \(start)")
+        }
         start = i + 1
         stars = 0
         other = false
