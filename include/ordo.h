@@ -129,8 +129,9 @@ const char *ordo_status_name(ordo_status status);
 /* Buses                                                                     */
 /* ------------------------------------------------------------------------ */
 
-/** Makes an empty bus. Free it with ordo_bus_free. Returns NULL only when
- *  memory is exhausted. Thread-safe. */
+/** Makes an empty bus. Free it with ordo_bus_free. Thread-safe. (Like every
+ *  function here, it aborts the process if memory is exhausted while the
+ *  library allocates its own objects.) */
 ordo_bus *ordo_bus_new(void);
 
 /** Frees a bus: unregisters every contract (calling each contract's destroy
@@ -142,8 +143,10 @@ ordo_bus *ordo_bus_new(void);
  *  while another thread still uses it, or using it afterwards. */
 void ordo_bus_free(ordo_bus *bus);
 
-/** The id of the last committed transaction that changed something (0 if
- *  none yet). Returns 0 for a NULL bus. Thread-safe. */
+/** The last transaction id assigned: that of the last committed transaction
+ *  that changed something, or, while a notification pass runs, of that pass
+ *  (0 if none yet). Returns 0 (and sets the message) for a NULL bus.
+ *  Thread-safe. */
 uint64_t ordo_transaction_id(ordo_bus *bus);
 
 /* ------------------------------------------------------------------------ */
@@ -218,7 +221,9 @@ ordo_status ordo_remove_tree(ordo_bus *bus, const char *keypath);
  *   ORDO_E_TYPE_MISMATCH       keypath holds a value of another type
  *                              (the message names both types);
  *   ORDO_E_CONTRACT_VIOLATION  (in a callback) outside the running
- *                              contract's read and write sets.
+ *                              contract's read and write sets;
+ *   ORDO_E_INTERNAL            (ordo_get_string, ordo_get_bytes) malloc
+ *                              failed for the copy.
  * From the thread that owns the running transaction (or pass) a getter sees
  * its uncommitted writes; other threads see the last committed value. */
 
@@ -363,7 +368,7 @@ ordo_status ordo_register  (ordo_bus *bus, const ordo_contract_spec *spec, uint6
 ordo_status ordo_unregister(ordo_bus *bus, uint64_t id);
 
 /** The id of the contract whose callback is running on the calling thread,
- *  or 0 (none, or bus NULL). */
+ *  or 0 (none; or bus NULL, which also sets the message). */
 uint64_t    ordo_current_contract(ordo_bus *bus);
 
 /* ------------------------------------------------------------------------ */
