@@ -1040,12 +1040,13 @@ public final class Bus: @unchecked Sendable {
   /// the contract) and write (edges out of it).
   public func graph() -> String {
     let list = contracts()
-    func quote(_ s: String) -> String { "\"" + s.replacingAll("\\", "\\\\").replacingAll("\"", "\\\"") + "\"" }
+    func escape(_ s: String) -> String { s.replacingAll("\\", "\\\\").replacingAll("\"", "\\\"") }
+    func quote(_ s: String) -> String { "\"" + escape(s) + "\"" }
     var out = "digraph ordo {\n  rankdir=LR;\n  node [fontname=\"Helvetica\"];\n"
     var patterns = Set<String>()
     for c in list {
       let rank = c.priority.map { "priority \($0)" } ?? (c.kind == .everyTransaction ? "every transaction" : "level \(c.level)")
-      out += "  \(quote("c:" + c.name)) [shape=box, label=\(quote("#\(c.position) \(c.name)\\n\(rank)"))];\n"
+      out += "  \(quote("c:" + c.name)) [shape=box, label=\"#\(c.position) \(escape(c.name))\\n\(rank)\"];\n"
       patterns.formUnion(c.reads)
       patterns.formUnion(c.writes)
     }
