@@ -1,0 +1,263 @@
+import Foundation
+import Testing
+
+@testable import Ordo
+
+/// SPEC §5: the notification pass and its runtime rules.
+@Suite struct PassTests {
+  @Test func layersRunInOrder() throws {
+    let bus = Bus()
+    let calls = Calls()
+    try bus.watch(calls, "log", reads: [])
+    try bus.watch(calls, "content", reads: ["k"])
+    try bus.watch(calls, "view-2", reads: ["k"], priority: 2)
+    try bus.watch(calls, "view-1", reads: ["k"], priority: 1)
+    try bus.watch(calls, "computed", reads: ["k"], priority: -1)
+    try bus.watch(calls, "coordinate", reads: ["k"], priority: -2)
+    try bus.watch(calls, "normalize", reads: ["k"], priority: -3)
+    try bus.watch(calls, "content-2", reads: ["k"])
+    try bus.commitWith { try bus.set("k", .int64(1)) }
+    #expect(calls.takeNames() == ["normalize", "coordinate", "computed", "view-1", "view-2", "content", "content-2", "log"])
+  }
+
+  @Test func notificationCarriesIdsAndChangedKeypathsAsWritten() throws {
+    let bus = Bus()
+    let seen = Box<[Ordo.Notification]>([])
+    let h = try bus.register(name: "c", reads: ["doc.items.*.name", "doc.title"]) { n in seen.mutate { $0.append(n) } }
+    try bus.commitWith {
+      try bus.set("doc.items.3.name", .string("x"))
+      try bus.set("doc.items.3.size", .int64(1))
+      try bus.set("doc.other", .int64(1))
+    }
+    try bus.commitWith { try bus.touch("doc") }
+    #expect(seen.value == [
+      Ordo.Notification(transaction: 1, contract: h.id, changed: ["doc.items.3.name"]),
+      Ordo.Notification(transaction: 2, contract: h.id, changed: ["doc"]),
+    ])
+  }
+
+  @Test func callbackWritesScheduleLaterContractsOnce() throws {
+    let bus = Bus()
+    let calls = Calls()
+    try bus.watch(calls, "first", reads: ["a"], writes: ["b", "c"], priority: 1) { _ in
+      try bus.set("b", .int64(1))
+      try bus.set("c", .int64(1))
+    }
+    try bus.watch(calls, "second", reads: ["a", "b"], writes: ["c"], priority: 2) { _ in try bus.set("c", .int64(2)) }
+    try bus.watch(calls, "self-loop", reads: ["c"], writes: ["c"]) { _ in try bus.set("c", .int64(3)) }
+    try bus.watch(calls, "content", reads: ["a", "b", "c"])
+    #expect(try bus.commitWith { try bus.set("a", .int64(1)) } == 1)
+    #expect(calls.take() == [
+      Call(name: "first", changed: ["a"], txn: 1), Call(name: "second", changed: ["a", "b"], txn: 1),
+      Call(name: "self-loop", changed: ["c"], txn: 1), Call(name: "content", changed: ["a", "b", "c"], txn: 1),
+    ])
+    #expect(try bus.get("c") == .int64(3))
+    #expect(try bus.counter("c") == 1)
+  }
+
+  @Test func writeRulesAndTheirMessages() throws {
+    let bus = Bus()
+    try bus.commitWith { try bus.set("ui.a", .int64(1)) }
+    let errors = Box<[OrdoError]>([])
+    @Sendable func record(_ body: () throws -> Void) {
+      do { try body() } catch let e as OrdoError { errors.mutate { $0.append(e) } } catch {}
+    }
+    try bus.register(name: "early", reads: ["ui.a"], priority: 1) { _ in }
+    try bus.register(name: "layout", reads: ["go"], writes: ["ui.**", "t.*"], priority: 2) { _ in
+      record { try bus.set("doc", .int64(1)) }
+      record { try bus.set("ui.a", .int64(1)) }  // equal value: still STABILITY
+      record { try bus.removeTree("t.x") }
+      record { _ = try bus.value("secret") }
+      record { _ = try bus.value("ui.b") }  // in the write set: allowed
+    }
+    try bus.commitWith { try bus.set("go", .bool(true)) }
+    let e = errors.value
+    #expect(e.map(\.code) == [.contractViolation, .stability, .contractViolation, .contractViolation])
+    guard e.count == 4 else { return }
+    #expect(e[0].message == "contract \"layout\" may not set \"doc\": its write set is [ui.**, t.*]")
+    #expect(e[1].message == "contract \"layout\" may not set \"ui.a\": contract \"early\", placed before it in the pass, reads it")
+    #expect(e[2].message.contains("removeTree \"t.x\"") && e[2].message.contains("\"t.x.**\""))
+    #expect(e[3].message.contains("\"layout\"") && e[3].message.contains("\"secret\"") && e[3].message.contains("[go]"))
+  }
+
+  @Test func exactReaderMayNotReadChildren() throws {
+    let bus = Bus()
+    try bus.commitWith {
+      try bus.set("doc", .int64(1))
+      try bus.set("doc.title", .int64(2))
+    }
+    let results = Box<[OrdoError.Code?]>([])
+    try bus.register(name: "r", reads: ["doc"]) { _ in
+      results.value = [
+        codeOf { _ = try bus.value("doc") }, codeOf { _ = try bus.value("doc.title") },
+        codeOf { _ = try bus.counter("doc.title") }, codeOf { try bus.access("doc.title") },
+        codeOf { _ = try bus.snapshot(["doc.**"]) }, codeOf { _ = try bus.snapshot(["doc"]) },
+      ]
+    }
+    try bus.commitWith { try bus.touch("doc") }
+    #expect(results.value == [nil, .contractViolation, .contractViolation, .contractViolation, .contractViolation, nil])
+  }
+
+  @Test func failingCallbackIsReportedAndThePassGoesOn() throws {
+    let bus = Bus()
+    let calls = Calls()
+    let failures = Box<[ContractFailure]>([])
+    let handlerThread = Box<Bool>(false)
+    let testThread = pthread_self()
+    bus.onFailure { f in
+      failures.mutate { $0.append(f) }
+      handlerThread.value = pthread_equal(pthread_self(), testThread) != 0
+      // The handler runs without the bus's lock: it may read.
+      _ = try? bus.value("out")
+    }
+    let h = try bus.watch(calls, "fails", reads: ["in"], writes: ["out"], priority: 1) { _ in
+      try bus.set("out", .int64(1))
+      throw Boom()
+    }
+    try bus.watch(calls, "content", reads: ["out"])
+    #expect(try bus.commitWith { try bus.set("in", .int64(1)) } == 1)
+    #expect(calls.takeNames() == ["fails", "content"])
+    let f = try #require(failures.value.first)
+    #expect(failures.value.count == 1)
+    #expect(f.name == "fails")
+    #expect(f.contract == h.id)
+    #expect(f.transaction == 1)
+    #expect(f.message == "boom")
+    #expect(handlerThread.value)
+    // The failed callback's earlier writes stay.
+    #expect(try bus.get("out") == .int64(1))
+    #expect(try bus.counter("out") == 1)
+    #expect(bus.statistics.failures == 1)
+    #expect(bus.contract(h.id)?.failures == 1)
+    #expect(bus.contract(h.id)?.calls == 1)
+    // Without a handler the failure is still counted.
+    bus.onFailure(nil)
+    try bus.commitWith { try bus.set("in", .int64(2)) }
+    #expect(bus.statistics.failures == 2)
+    #expect(failures.value.count == 1)
+  }
+
+  @Test func notifyInitialOutsideAPass() throws {
+    let bus = Bus()
+    let calls = Calls()
+    let idSeen = Box<ContractID>(0)
+    let h = try bus.register(name: "first", reads: ["a"], flags: .notifyInitial) { n in
+      calls.add("first", n)
+      idSeen.value = n.contract
+      #expect(bus.currentContract == n.contract)
+    }
+    #expect(idSeen.value == h.id)
+    #expect(calls.take() == [Call(name: "first", changed: [], txn: 0)])
+    try bus.commitWith { try bus.set("a", .int64(1)) }
+    _ = calls.take()
+    try bus.watch(calls, "show-b", reads: ["b"])
+    try bus.watch(calls, "derive", reads: ["a"], writes: ["b"], flags: .notifyInitial) { n in
+      if n.changed.isEmpty { try bus.set("b", .int64(2)) }
+    }
+    #expect(calls.take() == [Call(name: "derive", changed: [], txn: 1), Call(name: "show-b", changed: ["b"], txn: 2)])
+    #expect(bus.transactionID == 2)
+    #expect(try bus.counter("b") == 1)
+    #expect(bus.currentContract == nil)
+  }
+
+  @Test func notifyInitialInsideAnInitialCallJoinsIt() throws {
+    let bus = Bus()
+    let calls = Calls()
+    try bus.watch(calls, "show", reads: ["x", "y"])
+    try bus.watch(calls, "outer", reads: ["a"], writes: ["x"], flags: .notifyInitial) { n in
+      guard n.changed.isEmpty else { return }
+      try bus.set("x", .int64(1))
+      try bus.watch(calls, "inner", reads: ["a"], writes: ["y"], flags: .notifyInitial) { n in
+        if n.changed.isEmpty { try bus.set("y", .int64(1)) }
+      }
+    }
+    #expect(calls.take() == [
+      Call(name: "outer", changed: [], txn: 0), Call(name: "inner", changed: [], txn: 0),
+      Call(name: "show", changed: ["x", "y"], txn: 1),
+    ])
+    #expect(bus.transactionID == 1)
+  }
+
+  @Test func notifyInitialDuringAPass() throws {
+    let bus = Bus()
+    let calls = Calls()
+    let refused = Box<OrdoError?>(nil)
+    try bus.watch(calls, "root", reads: ["ui.mode"], priority: 1) { n in
+      guard n.transaction == 1 else { return }
+      try bus.watch(calls, "child", reads: ["ui.child"], priority: 2, flags: .notifyInitial)
+      do {
+        try bus.watch(calls, "past", reads: ["ui.child"], priority: 0, flags: .notifyInitial)
+      } catch let e as OrdoError { refused.value = e }
+    }
+    try bus.watch(calls, "content", reads: ["ui.mode"])
+    try bus.commitWith { try bus.set("ui.mode", .int64(1)) }
+    #expect(calls.take() == [
+      Call(name: "root", changed: ["ui.mode"], txn: 1), Call(name: "child", changed: [], txn: 1),
+      Call(name: "content", changed: ["ui.mode"], txn: 1),
+    ])
+    #expect(refused.value?.code == .orderConflict)
+    #expect(refused.value?.message.contains("\"past\"") == true)
+    #expect(refused.value?.message.contains("\"root\"") == true)
+    #expect(bus.contracts().map(\.name) == ["root", "child", "content"])
+  }
+
+  @Test func unregisterDuringAPass() throws {
+    let bus = Bus()
+    let calls = Calls()
+    let ids = Box<[String: ContractID]>([:])
+    let once = try bus.watch(calls, "once", reads: ["k"], priority: 1) { n in
+      try bus.unregister(n.contract)
+      if let v = ids.value["victim"] { try bus.unregister(v) }
+    }
+    ids.value["victim"] = try bus.watch(calls, "victim", reads: ["k"], priority: 2).id
+    try bus.watch(calls, "content", reads: ["k"])
+    try bus.commitWith { try bus.set("k", .int64(1)) }
+    #expect(calls.takeNames() == ["once", "content"])
+    try bus.commitWith { try bus.set("k", .int64(2)) }
+    #expect(calls.takeNames() == ["content"])
+    #expect(bus.contract(once.id) == nil)
+  }
+
+  @Test func everyTransactionContracts() throws {
+    let bus = Bus()
+    let calls = Calls()
+    let reads = Box<[Value?]>([])
+    let writeRefused = Box<OrdoError.Code?>(nil)
+    try bus.commitWith { try bus.set("private", .int64(7)) }
+    try bus.watch(calls, "autosave", reads: []) { _ in
+      reads.value = [try bus.value("private"), try bus.value("doc")]
+      writeRefused.value = codeOf { try bus.set("saved", .bool(true)) }
+    }
+    try bus.watch(calls, "view", reads: ["doc"], writes: ["ui.x"], priority: 1) { _ in try bus.set("ui.x", .int64(1)) }
+    try bus.watch(calls, "undo", reads: [])
+    try bus.commitWith {
+      try bus.set("doc", .int64(1))
+      try bus.set("other", .int64(1))
+    }
+    #expect(calls.take() == [
+      Call(name: "view", changed: ["doc"], txn: 2), Call(name: "autosave", changed: ["doc", "other", "ui.x"], txn: 2),
+      Call(name: "undo", changed: ["doc", "other", "ui.x"], txn: 2),
+    ])
+    #expect(reads.value == [.int64(7), .int64(1)])
+    #expect(writeRefused.value == .contractViolation)
+    #expect(try bus.commitWith {} == 0)
+    #expect(calls.all.isEmpty)
+  }
+
+  @Test func callbacksMayCallBackIntoTheBus() throws {
+    let bus = Bus()
+    let calls = Calls()
+    try bus.watch(calls, "busy", reads: ["k"], writes: ["out"]) { _ in
+      _ = bus.contracts()
+      _ = bus.graph()
+      _ = bus.statistics
+      _ = bus.transactionID
+      let h = try bus.register(name: "temp", reads: ["zzz"]) { _ in }
+      try h.unregister()
+      try bus.set("out", .int64(1))
+    }
+    try bus.commitWith { try bus.set("k", .int64(1)) }
+    #expect(calls.takeNames() == ["busy"])
+    #expect(try bus.get("out") == .int64(1))
+  }
+}

@@ -1,0 +1,50 @@
+import Testing
+
+@testable import Ordo
+
+/// SPEC §2: values, compared by type and content, doubles bit for bit.
+@Suite struct ValueTests {
+  @Test func doublesCompareBitForBit() {
+    #expect(Value.double(0.0) != Value.double(-0.0))
+    #expect(Value.double(-0.0) == Value.double(-0.0))
+    #expect(Value.double(.nan) == Value.double(.nan))
+    #expect(Value.double(Double(nan: 1, signaling: false)) != Value.double(Double(nan: 2, signaling: false)))
+    #expect(Value.double(1.5) == Value.double(1.5))
+    #expect(Value.double(1.5) != Value.double(1.5.nextUp))
+  }
+
+  @Test func typeIsPartOfTheValue() {
+    #expect(Value.int64(1) != Value.double(1.0))
+    #expect(Value.bool(true) != Value.int64(1))
+    #expect(Value.string("ab") != Value.bytes([0x61, 0x62]))
+    #expect(Value.string("") != Value.bytes([]))
+    // Strings compare byte for byte, not by Unicode canonical equivalence.
+    #expect(Value.string("é") != Value.string("e\u{301}"))
+  }
+
+  @Test func hashAgreesWithEquality() {
+    let set: Set<Value> = [.double(0.0), .double(-0.0), .double(.nan), .double(.nan), .int64(1), .double(1)]
+    #expect(set.count == 5)
+  }
+
+  @Test func names() {
+    #expect(Value.bool(true).typeName == "bool")
+    #expect(Value.int64(1).typeName == "int64")
+    #expect(Value.double(1).typeName == "double")
+    #expect(Value.string("").typeName == "string")
+    #expect(Value.bytes([]).typeName == "bytes")
+    #expect(Value.string("a").description == "string \"a\"")
+    #expect(Value.int64(5).description == "int64 5")
+    #expect(Value.bytes([1, 2]).description == "bytes 2")
+  }
+
+  @Test func errorCodesMatchTheCABI() {
+    #expect(OrdoError.Code.invalidArgument.rawValue == 1)
+    #expect(OrdoError.Code.contractViolation.rawValue == 6)
+    #expect(OrdoError.Code.internal.rawValue == 99)
+    #expect(OrdoError.Code(name: "ORDER_CONFLICT") == .orderConflict)
+    #expect(OrdoError.Code(name: "nope") == nil)
+    #expect(OrdoError.Code.orderConflict.camelName == "OrderConflict")
+    #expect(OrdoError(.cycle, "m").description == "CYCLE: m")
+  }
+}
