@@ -132,6 +132,10 @@ struct Journal {
 
   mutating func reset() {
     for n in originals { n.original = nil }
+    // A node's `removed` list may hold the node itself (removeTree of a
+    // keypath with a value): drop it with the transaction, or the node and
+    // the contracts in its reader cache leak with the bus.
+    for n in records { n.removed.removeAll() }
     serial += 1
     records.removeAll(keepingCapacity: true)
     originals.removeAll(keepingCapacity: true)

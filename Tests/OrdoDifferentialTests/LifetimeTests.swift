@@ -81,4 +81,18 @@ struct LifetimeTests {
     #expect(alive.bus == false)
     #expect(alive.witness == false, "the unregistered contract's callback outlives the bus")
   }
+
+  @Test("a bus is freed after removeTree removed a keypath's own value")
+  func removeTreeOfItself() throws {
+    let alive = try makeBusAndDrop { bus, w in
+      try bus.register(name: "reader", reads: ["t.**"]) { _ in w.touch() }
+      try bus.transaction {
+        try bus.set("t", .int64(1))
+        try bus.set("t.a", .int64(1))
+      }
+      try bus.transaction { try bus.removeTree("t") }
+    }
+    #expect(alive.bus == false)
+    #expect(alive.witness == false, "the keypath node removed by its own removeTree outlives the bus")
+  }
 }
