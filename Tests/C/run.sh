@@ -54,23 +54,11 @@ $CXX -std=c++11 $strict -o "$work/alone_cxx" "$work/alone.cpp" $flags
 $CC -std=c99 $strict -o "$work/test_api" "$here/test_api.c" $flags -lm
 $CC -std=c99 $strict -o "$work/test_contracts" "$here/test_contracts.c" $flags -lpthread
 $CXX -std=c++11 $strict -o "$work/test_header_cxx" "$here/test_header.cpp" $flags
-for t in test_api test_contracts test_header_cxx; do
+$CC -std=c99 $strict -o "$work/regress_unregister_scheduled" "$here/regress_unregister_scheduled.c" $flags
+for t in test_api test_contracts test_header_cxx regress_unregister_scheduled; do
   valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
     --suppressions="$here/valgrind.supp" "$work/$t"
 done
-
-# A known core leak (regress_unregister_scheduled.c says which): invalid
-# accesses fail the tests, a leak is reported as known until the core is
-# fixed, and then this says so.
-$CC -std=c99 $strict -o "$work/regress" "$here/regress_unregister_scheduled.c" $flags
-valgrind -q --error-exitcode=1 --errors-for-leak-kinds=none --suppressions="$here/valgrind.supp" "$work/regress"
-if valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
-    --suppressions="$here/valgrind.supp" "$work/regress" >"$work/regress.log" 2>&1; then
-  echo "test-c: regress_unregister_scheduled: no leak (the core bug is fixed: make this check strict)"
-else
-  echo "test-c: KNOWN CORE LEAK: a contract unregistered while scheduled in a pass leaks if the bus is freed"
-  echo "        before its keypaths are written again (Tests/C/regress_unregister_scheduled.c)"
-fi
 
 # 4. Conformance through the C ABI.
 python3 "$here/conformance_ctypes.py" --lib "$lib" "$@"

@@ -365,9 +365,7 @@ static void test_register_during_pass(void) {
   EXPECT_CALLS("root[ui.mode] child[ui.mode] log[ui.mode]");
   CHECK(content.destroyed == 1 && content.calls == 1);
 
-  /* Gone for good. (This transaction also keeps the run clear of a core
-   * leak when a contract is unregistered while scheduled and the bus is
-   * freed right after: see regress_unregister_scheduled.c.) */
+  /* Gone for good. */
   OK(ordo_begin(bus));
   OK(ordo_set_string(bus, "ui.mode", "list"));
   OK(ordo_commit(bus, &txn));
