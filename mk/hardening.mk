@@ -1,0 +1,98 @@
+# Hardening (issue 6): differential testing, fuzzing, sanitizers, thread stress.
+# What each rule checks and what it found: docs/reliability.md.
+#
+#   make differential   the model-vs-bus differential tests with more sequences
+#                       (DIFF_SEQUENCES, default 2000; DIFF_SEED to start elsewhere)
+#   make fuzz           every libFuzzer target for FUZZ_SECONDS (default 60) each
+#   make test-fuzz      every fuzz target for FUZZ_TEST_SECONDS (10) each   [make test]
+#   make tsan           the Swift test suite under ThreadSanitizer          [make test]
+#   make stress         release build: DIFF_STRESS_SEQUENCES (10000) differential
+#                       sequences and STRESS_THREADS (4) × STRESS_TRANSACTIONS
+#                       (100000) thread stress
+#   make fuzz-build     build the fuzz targets only (.build-fuzz/)
+
+SWIFTC ?= swiftc
+HARD_SCRATCH ?= .build-hard
+TSAN_SCRATCH ?= .build-tsan
+FUZZ_BUILD ?= .build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TEST_SECONDS ?= 10
+DIFF_SEQUENCES ?= 2000
+DIFF_SEED ?= 1
+DIFF_STRESS_SEQUENCES ?= 10000
+STRESS_THREADS ?= 4
+STRESS_TRANSACTIONS ?= 100000
+# Differential sequences per `swift test` run under TSan (it is ~10x slower).
+TSAN_DIFF_SEQUENCES ?= 30
+
+FUZZ_TARGETS := keypath scenario
+FUZZ_FLAGS := -O -g -sanitize=fuzzer,address -parse-as-library -warnings-as-errors
+FUZZ_ORDO_SOURCES := $(sort $(wildcard Sources/Ordo/*.swift))
+FUZZ_CONFORMANCE_SOURCES := $(sort $(wildcard Sources/OrdoConformance/*.swift))
+# libFuzzer options: a hang is a finding (10 s per input), memory is bounded.
+FUZZ_RUN_FLAGS := -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+
+.PHONY: differential fuzz fuzz-build test-fuzz tsan test-tsan stress
+
+differential:
+	ORDO_DIFF_SEQUENCES=$(DIFF_SEQUENCES) ORDO_DIFF_SEED=$(DIFF_SEED) \
+	  $(SWIFT) test $(SWIFTFLAGS) --scratch-path $(HARD_SCRATCH) --filter 'OrdoDifferentialTests\.(DifferentialTests|ModelTests)'
+
+# --- Fuzzing (libFuzzer + AddressSanitizer/LeakSanitizer, built with swiftc) -
+
+$(FUZZ_BUILD)/Ordo.o: $(FUZZ_ORDO_SOURCES)
+	@mkdir -p $(FUZZ_BUILD)
+	$(SWIFTC) -module-name Ordo $(FUZZ_FLAGS) -wmo -c $(FUZZ_ORDO_SOURCES) \
+	  -emit-module -emit-module-path $(FUZZ_BUILD)/Ordo.swiftmodule -o $@
+
+$(FUZZ_BUILD)/OrdoConformance.o: $(FUZZ_CONFORMANCE_SOURCES) $(FUZZ_BUILD)/Ordo.o
+	$(SWIFTC) -module-name OrdoConformance $(FUZZ_FLAGS) -wmo -c $(FUZZ_CONFORMANCE_SOURCES) -I $(FUZZ_BUILD) \
+	  -emit-module -emit-module-path $(FUZZ_BUILD)/OrdoConformance.swiftmodule -o $@
+
+$(FUZZ_BUILD)/fuzz-keypath: Fuzz/KeypathFuzz.swift Tests/OrdoDifferentialTests/Naive.swift $(FUZZ_BUILD)/Ordo.o
+	$(SWIFTC) $(FUZZ_FLAGS) -use-ld=lld -I $(FUZZ_BUILD) $(filter %.swift %.o,$^) -o $@
+
+$(FUZZ_BUILD)/fuzz-scenario: Fuzz/ScenarioFuzz.swift $(FUZZ_BUILD)/Ordo.o $(FUZZ_BUILD)/OrdoConformance.o
+	$(SWIFTC) $(FUZZ_FLAGS) -use-ld=lld -I $(FUZZ_BUILD) $(filter %.swift %.o,$^) -o $@
+
+fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz-%)
+
+# Runs every target for FUZZ_RUN_SECONDS. New inputs go to
+# $(FUZZ_BUILD)/corpus-<target>; the committed seeds in Fuzz/corpus/<target>
+# are only read. A crash, leak, hang or reference disagreement fails the rule
+# and leaves the input in $(FUZZ_BUILD)/artifacts/.
+fuzz: FUZZ_RUN_SECONDS = $(FUZZ_SECONDS)
+test-fuzz: FUZZ_RUN_SECONDS = $(FUZZ_TEST_SECONDS)
+fuzz test-fuzz: fuzz-build
+	@mkdir -p $(FUZZ_BUILD)/artifacts
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_BUILD)/corpus-$$t; \
+	  dict=; if [ -f Fuzz/$$t.dict ]; then dict=-dict=Fuzz/$$t.dict; fi; \
+	  printf 'fuzz-%s (%s s): ' $$t $(FUZZ_RUN_SECONDS); \
+	  if $(FUZZ_BUILD)/fuzz-$$t -max_total_time=$(FUZZ_RUN_SECONDS) $(FUZZ_RUN_FLAGS) $$dict \
+	      -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t- \
+	      $(FUZZ_BUILD)/corpus-$$t Fuzz/corpus/$$t >$(FUZZ_BUILD)/fuzz-$$t.log 2>&1; then \
+	    grep -E '^(Done|stat::average_exec_per_sec)' $(FUZZ_BUILD)/fuzz-$$t.log | tr '\n' ' '; echo; \
+	  else \
+	    echo FAILED; tail -60 $(FUZZ_BUILD)/fuzz-$$t.log; \
+	    echo "fuzz-$$t: FAILED (log: $(FUZZ_BUILD)/fuzz-$$t.log, input in $(FUZZ_BUILD)/artifacts/)"; exit 1; \
+	  fi; \
+	done
+
+# --- ThreadSanitizer ---------------------------------------------------------
+
+tsan:
+	ORDO_DIFF_SEQUENCES=$(TSAN_DIFF_SEQUENCES) \
+	  $(SWIFT) test $(SWIFTFLAGS) --sanitize=thread --scratch-path $(TSAN_SCRATCH)
+
+test-tsan: tsan
+
+# --- Stress (release) --------------------------------------------------------
+
+stress:
+	ORDO_DIFF_SEQUENCES=$(DIFF_STRESS_SEQUENCES) ORDO_DIFF_SEED=$(DIFF_SEED) \
+	ORDO_STRESS_THREADS=$(STRESS_THREADS) ORDO_STRESS_TRANSACTIONS=$(STRESS_TRANSACTIONS) \
+	  $(SWIFT) test -c release $(SWIFTFLAGS) -Xswiftc -enable-testing --scratch-path $(HARD_SCRATCH)-release \
+	  --filter 'OrdoDifferentialTests\.(DifferentialTests|ThreadStressTests)'
+
+TEST_TARGETS += test-fuzz test-tsan
