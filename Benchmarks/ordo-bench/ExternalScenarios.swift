@@ -18,7 +18,11 @@ final class Child {
     process.standardInput = input
     process.standardOutput = output
     try process.run()
+    Child.running.append(process)
   }
+
+  /// Children still running, stopped by `stopChildren` when the run fails.
+  nonisolated(unsafe) static var running: [Process] = []
 
   func send(_ line: String) {
     let bytes = Array((line + "\n").utf8)
@@ -50,7 +54,14 @@ final class Child {
   func finish() {
     try? input.fileHandleForWriting.close()
     process.waitUntilExit()
+    Child.running.removeAll { $0 === process }
   }
+}
+
+/// Stops (SIGTERM) the helper programs this run started and did not finish.
+func stopChildren() {
+  for p in Child.running where p.isRunning { p.terminate() }
+  Child.running.removeAll()
 }
 
 /// Scenario 4: the work of scenario 2 (1 000 contracts, each transaction
@@ -79,6 +90,7 @@ func runCABI(_ s: Settings) throws -> [BenchResult] {
       child.send("\(ops)")
       guard let line = child.readLine() else {
         eprint("ordo-bench: c-abi: the C benchmark program stopped\n")
+        stopChildren()
         exit(2)
       }
       let f = line.split(separator: " ").compactMap { UInt64($0) }

@@ -102,6 +102,7 @@ func measure(_ variants: [Variant], _ settings: Settings, reps: Int? = nil) thro
 func check(_ ok: @autoclosure () -> Bool, _ message: @autoclosure () -> String) {
   if !ok() {
     eprint("ordo-bench: check failed: \(message())\n")
+    stopChildren()
     exit(2)
   }
 }

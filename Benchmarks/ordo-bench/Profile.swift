@@ -6,6 +6,18 @@ import Musl
 
 import Ordo
 
+/// The measured part of `commit:N`, on its own so that a profiler can collect
+/// it alone: `valgrind --tool=callgrind --toggle-collect='*profiledCommits*'`.
+@inline(never) func profiledCommits(_ bus: Bus, _ keys: [String], _ commits: Int) throws {
+  var rng = SplitMix(state: 3)
+  for v in 0..<commits {
+    let g = rng.below(keys.count / 10) * 10
+    bus.begin()
+    for k in g..<(g + 10) { try bus.set(keys[k], .int64(Int64(v))) }
+    try bus.commit()
+  }
+}
+
 /// `--profile WORKLOAD`: runs only Ordo's side of one workload, for a
 /// profiler (`valgrind --tool=callgrind`). Workloads:
 ///   commit:N     10 000 commits of 10 changes with N contracts registered
@@ -20,14 +32,10 @@ func runProfile(_ workload: String) throws {
     let bus = Bus()
     let sink = Sink()
     for i in 0..<n { try bus.register(name: "c\(i)", reads: [keys[i]]) { _ in sink.calls &+= 1 } }
-    var rng = SplitMix(state: 3)
+    try bus.transaction { for k in keys { try bus.set(k, .int64(-1)) } }
+    sink.calls = 0
     let t0 = nowNS()
-    for v in 0..<10_000 {
-      let g = rng.below(n / 10) * 10
-      bus.begin()
-      for k in g..<(g + 10) { try bus.set(keys[k], .int64(Int64(v))) }
-      try bus.commit()
-    }
+    try profiledCommits(bus, keys, 10_000)
     check(sink.calls == 100_000, "profile commit: \(sink.calls) calls")
     progress("profile commit:\(n): \(Double(nowNS() - t0) / 10_000) ns per commit")
   case "delivery":

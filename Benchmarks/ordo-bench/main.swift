@@ -56,11 +56,15 @@ func parseArguments() -> Settings {
   if s.quick {
     s.reps = 3
     s.batchNS = 10_000_000
+  } else {
+    s.reps = 9
   }
   return s
 }
 
 func main() throws {
+  // A helper program that dies must not kill the run through a write to its pipe.
+  signal(SIGPIPE, SIG_IGN)
   let settings = parseArguments()
   if let workload = settings.profile {
     try runProfile(workload)
@@ -87,6 +91,7 @@ func main() throws {
     let text = json(machine: machine, results)
     guard FileManager.default.createFile(atPath: path, contents: Data(text.utf8)) else {
       eprint("ordo-bench: cannot write \(path)\n")
+      stopChildren()
       exit(1)
     }
     progress("wrote \(path)")
@@ -97,5 +102,6 @@ do {
   try main()
 } catch {
   eprint("ordo-bench: \(error)\n")
+  stopChildren()
   exit(1)
 }
