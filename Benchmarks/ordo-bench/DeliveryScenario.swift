@@ -130,22 +130,18 @@ func runDelivery(_ s: Settings) throws -> [BenchResult] {
     },
   ]
   progress("delivery: measuring \(n) observers")
-  let m = try measure(variants, s).mapValues { $0 / Double(n) }
+  let m = try measure(variants, s).per(n)
   ordo.verify("delivery")
   check(ncSink.calls == n * ncTransactions, "delivery: NotificationCenter made \(ncSink.calls) calls")
   check(obsSink.calls == n * obsTransactions, "delivery: Observation made \(obsSink.calls) calls")
   check(floorSink.calls == n * floorTransactions, "delivery: floor made \(floorSink.calls) calls")
   for t in tokens { center.removeObserver(t) }
 
-  let o = m["ordo"]!
-  var r = BenchResult(scenario: "delivery", metric: "ns_per_change", ordo: o, target: "vs notificationcenter >= 10, vs observation >= 3", met: nil)
-  for name in ["notificationcenter", "observation", "indirect-calls"] { r.comparators.append((name, m[name]!)) }
-  r.ratios = [
-    ("vs notificationcenter", m["notificationcenter"]! / o),
-    ("vs observation", m["observation"]! / o),
-    ("vs indirect-calls", o / m["indirect-calls"]!),
-  ]
-  r.met = m["notificationcenter"]! / o >= 10 && m["observation"]! / o >= 3
+  var r = BenchResult(scenario: "delivery", metric: "ns_per_change", ordo: m["ordo"], target: "vs notificationcenter >= 10, vs observation >= 3", met: nil)
+  for name in ["notificationcenter", "observation", "indirect-calls"] { r.comparators.append((name, m[name])) }
+  let nc = m.ratio("notificationcenter", "ordo"), obs = m.ratio("observation", "ordo")
+  r.ratios = [("vs notificationcenter", nc), ("vs observation", obs), ("vs indirect-calls", m.ratio("ordo", "indirect-calls"))]
+  r.met = nc >= 10 && obs >= 3
   return [r]
 }
 
@@ -210,9 +206,9 @@ func runCoalescing(_ s: Settings) throws -> [BenchResult] {
   check(ncSink.calls == writes * (contracts / 10) * ncTransactions, "coalescing: NotificationCenter made \(ncSink.calls) calls")
   let ordoCalls = Double(sink.calls) / Double(transactions)
   let ncCalls = Double(ncSink.calls) / Double(ncTransactions)
-  var time = BenchResult(scenario: "coalescing", metric: "ns_per_transaction", ordo: m["ordo"]!, target: "none", met: nil)
-  time.comparators = [("notificationcenter-every-write", m["notificationcenter-every-write"]!)]
-  time.ratios = [("vs notificationcenter-every-write", m["notificationcenter-every-write"]! / m["ordo"]!)]
+  var time = BenchResult(scenario: "coalescing", metric: "ns_per_transaction", ordo: m["ordo"], target: "none", met: nil)
+  time.comparators = [("notificationcenter-every-write", m["notificationcenter-every-write"])]
+  time.ratios = [("vs notificationcenter-every-write", m.ratio("notificationcenter-every-write", "ordo"))]
   var calls = BenchResult(scenario: "coalescing", metric: "calls_per_transaction", ordo: ordoCalls, target: "ordo == 100 (each contract once)", met: ordoCalls == 100)
   calls.comparators = [("notificationcenter-every-write", ncCalls)]
   calls.ratios = [("vs notificationcenter-every-write", ncCalls / ordoCalls)]

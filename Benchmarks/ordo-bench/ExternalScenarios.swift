@@ -102,12 +102,13 @@ func runCABI(_ s: Settings) throws -> [BenchResult] {
     Variant("swift") { ops in try swift.run(ops) },
   ]
   progress("c-abi: measuring")
-  let m = try measure(variants, s).mapValues { $0 / Double(n) }
+  let m = try measure(variants, s).per(n)
   swift.verify("c-abi swift")
   check(cCalls == n * cTransactions, "c-abi: C made \(cCalls) calls for \(cTransactions) transactions")
-  var r = BenchResult(scenario: "c-abi", metric: "ns_per_change", ordo: m["c"]!, target: target, met: m["c"]! / m["swift"]! <= 1.3)
-  r.comparators = [("swift", m["swift"]!)]
-  r.ratios = [("vs swift", m["c"]! / m["swift"]!)]
+  let ratio = m.ratio("c", "swift")
+  var r = BenchResult(scenario: "c-abi", metric: "ns_per_change", ordo: m["c"], target: target, met: ratio <= 1.3)
+  r.comparators = [("swift", m["swift"])]
+  r.ratios = [("vs swift", ratio)]
   return [r]
 }
 

@@ -83,9 +83,8 @@ final class Variant {
 
 /// Measures the variants together: warms each up, then runs `reps` rounds in
 /// which every variant runs one batch, so that slow phases of a loaded
-/// machine hit all of them alike. Returns the median ns per operation of each.
-@discardableResult
-func measure(_ variants: [Variant], _ settings: Settings, reps: Int? = nil) throws -> [String: Double] {
+/// machine hit all of them alike.
+func measure(_ variants: [Variant], _ settings: Settings, reps: Int? = nil) throws -> Measurement {
   for v in variants { try v.calibrate(settings) }
   for _ in 0..<(reps ?? settings.reps) {
     for v in variants {
@@ -93,9 +92,33 @@ func measure(_ variants: [Variant], _ settings: Settings, reps: Int? = nil) thro
       v.samples.append(Double(t) / Double(v.opsPerBatch))
     }
   }
-  var out: [String: Double] = [:]
-  for v in variants { out[v.name] = v.nsPerOp }
-  return out
+  return Measurement(variants: Dictionary(uniqueKeysWithValues: variants.map { ($0.name, $0) }))
+}
+
+/// What `measure` found: per variant, the median time per operation; per
+/// pair, the median of the ratios of the two variants' times in each round
+/// (both measured within a fraction of a second of each other), which is
+/// steadier than the ratio of the medians on a loaded machine.
+struct Measurement {
+  let variants: [String: Variant]
+  /// Operations per reported unit (1 000 changes per transaction: 1 000).
+  var unit = 1.0
+
+  /// The median time of the variant, in ns per operation ÷ `unit`.
+  subscript(_ name: String) -> Double {
+    variants[name]!.nsPerOp / unit
+  }
+
+  /// The median over rounds of time(a) ÷ time(b).
+  func ratio(_ a: String, _ b: String) -> Double {
+    let x = variants[a]!.samples, y = variants[b]!.samples
+    return median(zip(x, y).map { $0 / $1 })
+  }
+
+  /// The same figures per `n`-th of an operation.
+  func per(_ n: Int) -> Measurement {
+    Measurement(variants: variants, unit: unit * Double(n))
+  }
 }
 
 /// Stops the run: a benchmark whose work did not happen measures nothing.

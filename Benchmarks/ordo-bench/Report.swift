@@ -8,7 +8,9 @@ import Foundation
 /// is"; against a baseline of the same work (Ordo with 10 contracts, the
 /// Swift API for the C ABI, the bare loop of indirect calls, a plain array)
 /// it is Ordo ÷ baseline, "how many times the baseline it costs". Each ratio
-/// is named after its comparator ("vs scan-all").
+/// is named after its comparator ("vs scan-all"). Ratios of timed figures
+/// are medians of the per-round ratios (see `Measurement.ratio`), so they may
+/// differ a little from the ratio of the two medians shown.
 struct BenchResult {
   var scenario: String
   var metric: String

@@ -124,20 +124,17 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
     check(scanSink.calls == 10 * scanCommits, "scale \(n): scan made \(scanSink.calls) calls for \(scanCommits) commits")
     check(baseSink.calls == 10 * baseCommits, "scale \(n): baseline made \(baseSink.calls) calls for \(baseCommits) commits")
 
-    let ordo = m["ordo"]!
-    let scanNS = m["scan-all"]!
-    var r = BenchResult(scenario: "scale-\(n)", metric: "ns_per_commit", ordo: ordo, target: "none", met: nil)
-    r.comparators.append(("scan-all", scanNS))
+    var r = BenchResult(scenario: "scale-\(n)", metric: "ns_per_commit", ordo: m["ordo"], target: "none", met: nil)
+    r.comparators.append(("scan-all", m["scan-all"]))
+    let vsScan = m.ratio("scan-all", "ordo")
     if n != 10 {
-      let b = m["ordo-10-contracts"]!
-      r.comparators.append(("ordo-10-contracts", b))
-      r.ratios.append(("vs ordo-10-contracts", ordo / b))
+      r.comparators.append(("ordo-10-contracts", m["ordo-10-contracts"]))
+      r.ratios.append(("vs ordo-10-contracts", m.ratio("ordo", "ordo-10-contracts")))
     }
-    r.ratios.append(("vs scan-all", scanNS / ordo))
+    r.ratios.append(("vs scan-all", vsScan))
     if n == 100_000 {
-      let scaleRatio = ordo / m["ordo-10-contracts"]!
       r.target = "vs ordo-10-contracts <= 2, vs scan-all >= 1000"
-      r.met = scaleRatio <= 2 && scanNS / ordo >= 1000
+      r.met = m.ratio("ordo", "ordo-10-contracts") <= 2 && vsScan >= 1000
     }
     results.append(r)
   }

@@ -84,7 +84,8 @@ func main() throws {
 
   print("ordo-bench\(settings.quick ? " --quick" : ""): \(machine)")
   print("ratios: competitor ÷ ordo (times faster) for competitors; ordo ÷ baseline (times the cost) for baselines")
-  print("(ordo-10-contracts, indirect-calls, swift, plain-array). Medians of \(settings.reps) rounds.\n")
+  print("(ordo-10-contracts, indirect-calls, swift, plain-array). Figures: medians of \(settings.reps) rounds;")
+  print("ratios of times: medians of the per-round ratios.\n")
   print(table(results), terminator: "")
   print(String(format: "\nfinished in %.1f s", seconds))
   if let path = settings.jsonPath {
