@@ -6,8 +6,16 @@ import Musl
 
 import Ordo
 
-/// The measured part of `commit:N`, on its own so that a profiler can collect
-/// it alone: `valgrind --tool=callgrind --toggle-collect='*profiledCommits*'`.
+// `--profile WORKLOAD`: runs only Ordo's side of one workload, for a
+// profiler. The measured part of each workload is a function of its own
+// whose name starts with `profiled`, so that callgrind can collect it alone:
+//
+//   valgrind --tool=callgrind --toggle-collect='*profiled*' \
+//     ordo-bench --profile commit:100000
+//
+// Benchmarks/profile.sh does that and prints where the time goes.
+
+/// `commit:N`: 10 000 commits of 10 changes (the scale scenario).
 @inline(never) func profiledCommits(_ bus: Bus, _ keys: [String], _ commits: Int) throws {
   var rng = SplitMix(state: 3)
   for v in 0..<commits {
@@ -18,11 +26,21 @@ import Ordo
   }
 }
 
-/// `--profile WORKLOAD`: runs only Ordo's side of one workload, for a
-/// profiler (`valgrind --tool=callgrind`). Workloads:
-///   commit:N     10 000 commits of 10 changes with N contracts registered
-///   delivery     200 transactions of scenario 2 (1 000 changes each)
-///   register:N   N registrations of contracts reading 3 keypaths
+/// `delivery`: transactions of the delivery scenario (1 000 changes each).
+@inline(never) func profiledTransactions(_ d: OrdoDelivery, _ n: Int) throws -> UInt64 {
+  try d.run(n)
+}
+
+/// `register:N`: N registrations of contracts reading 3 keypaths (the memory
+/// scenario).
+@inline(never) func profiledRegistrations(_ bus: Bus, _ n: Int, _ sink: Sink) throws {
+  for i in 0..<n {
+    let item = "model.item\(i)"
+    try bus.register(name: "c\(i)", reads: [item + ".a", item + ".b", item + ".c"]) { _ in sink.calls &+= 1 }
+  }
+}
+
+/// Runs one workload: commit:N, delivery or register:N.
 func runProfile(_ workload: String) throws {
   let parts = workload.split(separator: ":")
   let n = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
@@ -40,17 +58,15 @@ func runProfile(_ workload: String) throws {
     progress("profile commit:\(n): \(Double(nowNS() - t0) / 10_000) ns per commit")
   case "delivery":
     let d = try OrdoDelivery(1_000)
-    let t = try d.run(200)
+    _ = try d.run(5)
+    let t = try profiledTransactions(d, 200)
     d.verify("profile delivery")
     progress("profile delivery: \(Double(t) / 200_000) ns per change")
   case "register" where n > 0:
     let bus = Bus()
     let sink = Sink()
     let t0 = nowNS()
-    for i in 0..<n {
-      let item = "model.item\(i)"
-      try bus.register(name: "c\(i)", reads: [item + ".a", item + ".b", item + ".c"]) { _ in sink.calls &+= 1 }
-    }
+    try profiledRegistrations(bus, n, sink)
     progress("profile register:\(n): \(Double(nowNS() - t0) / Double(n)) ns per registration")
   default:
     eprint("ordo-bench: unknown profile workload \(workload): commit:N, delivery or register:N\n")
