@@ -32,5 +32,5 @@ events=Ir
 [ -n "$cache" ] && events=Ir,D1mr,D1mw
 callgrind_annotate --inclusive=yes --show="$events" "$out" 2>/dev/null \
   | grep -E '^ *[0-9,]+ \([ 0-9.]+%\)( +[0-9,.]+ \([ 0-9.]+%\))*  (\?\?\?|\.|/)[^ ]*:' | grep -v 'unidentified lines' \
-  | awk '!seen[$NF]++' \
-  | swift demangle --simplified | sed -E 's/ \[[^]]*\]$//' | head -n "$top"
+  | sed -E 's/ \[[^]]*\]$//' | awk '!seen[$0]++' \
+  | swift demangle --simplified | head -n "$top"
