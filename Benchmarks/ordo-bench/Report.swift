@@ -3,11 +3,12 @@ import Foundation
 /// One line of the report: this project's figure next to its comparators,
 /// measured in the same run.
 ///
-/// Ratios: against a competitor (NotificationCenter, Observation, the scan,
-/// raw libdbus) the ratio is competitor ÷ Ordo, "how many times better Ordo
-/// is"; against a baseline of the same work (Ordo with 10 contracts, the
-/// Swift API for the C ABI, the bare loop of indirect calls, a plain array)
-/// it is Ordo ÷ baseline, "how many times the baseline it costs". Each ratio
+/// Ratios: against a competitor (NotificationCenter, Observation, the scan)
+/// the ratio is competitor ÷ Ordo, "how many times better Ordo is"; against a
+/// baseline of the same work (Ordo with 10 contracts, the Swift API for the C
+/// ABI, the bare loop of indirect calls, a plain array, raw libdbus, a plain
+/// D-Bus method call) it is Ordo ÷ baseline: "how many times the baseline it
+/// costs", or for a rate (notify_per_s) the share of the baseline's rate. Each ratio
 /// is named after its comparator ("vs scan-all"). Ratios of timed figures
 /// are medians of the per-round ratios (see `Measurement.ratio`), so they may
 /// differ a little from the ratio of the two medians shown.

@@ -83,9 +83,11 @@ func main() throws {
   let seconds = Double(nowNS() - started) / 1e9
 
   print("ordo-bench\(settings.quick ? " --quick" : ""): \(machine)")
-  print("ratios: competitor ÷ ordo (times faster) for competitors; ordo ÷ baseline (times the cost) for baselines")
-  print("(ordo-10-contracts, indirect-calls, swift, plain-array). Figures: medians of \(settings.reps) rounds;")
-  print("ratios of times: medians of the per-round ratios.\n")
+  print("ratios: competitor ÷ ordo (how many times better ordo is) for competitors (notificationcenter*, observation,")
+  print("scan-all); ordo ÷ baseline for baselines (ordo-10-contracts, indirect-calls, swift, plain-array, raw-libdbus-*,")
+  print("get-method-roundtrip): the cost multiple, or for notify_per_s the share of the raw rate.")
+  print("Figures: medians of \(settings.reps) rounds; ratios of times: medians of the per-round ratios.")
+  print("")
   print(table(results), terminator: "")
   print(String(format: "\nfinished in %.1f s", seconds))
   if let path = settings.jsonPath {
