@@ -26,9 +26,9 @@ struct Settings {
   /// `--quick`: smaller sizes and fewer repetitions.
   var quick = false
   /// Repetitions per measurement; each scenario reports the median.
-  var reps = 7
+  var reps = 15
   /// Time one batch (one repetition of one variant) should take, in ns.
-  var batchNS: UInt64 = 40_000_000
+  var batchNS: UInt64 = 20_000_000
   /// Scenarios to run (all when empty).
   var only: Set<String> = []
   /// Where to write JSON, if anywhere.

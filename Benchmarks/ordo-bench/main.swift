@@ -57,7 +57,8 @@ func parseArguments() -> Settings {
     s.reps = 3
     s.batchNS = 10_000_000
   } else {
-    s.reps = 9
+    s.reps = 15
+    s.batchNS = 20_000_000
   }
   return s
 }
