@@ -233,13 +233,19 @@ public final class Bus: @unchecked Sendable {
 
   /// Compiles a pattern against the segment table. Lock held.
   private func compile(_ p: Pattern) -> CPattern {
-    CPattern(ids: p.fixed.map { if case .literal(let l) = $0 { segments.intern(l) } else { SegmentTable.any } }, isTree: p.isTree, string: p.string)
+    CPattern(ids: p.fixed.map { if case .literal(let l) = $0 { segments.intern(l) } else { SegmentTable.any } }, isTree: p.isTree)
   }
 
   /// Compiles a pattern without interning (for queries). Lock held.
   private func compileQuery(_ p: Pattern) -> CPattern {
-    CPattern(ids: p.fixed.map { if case .literal(let l) = $0 { segments.lookup(l) } else { SegmentTable.any } }, isTree: p.isTree, string: p.string)
+    CPattern(ids: p.fixed.map { if case .literal(let l) = $0 { segments.lookup(l) } else { SegmentTable.any } }, isTree: p.isTree)
   }
+
+  /// A compiled pattern as text. Lock held.
+  private func text(_ p: CPattern) -> String { p.text(segments) }
+
+  /// A list of compiled patterns as text, for messages. Lock held.
+  private func text(_ ps: [CPattern]) -> String { "[" + ps.map(text).joined(separator: ", ") + "]" }
 
   private func setValue(_ n: KeyNode, _ v: Value?) {
     if n.value == nil && v != nil { valueCount += 1 } else if n.value != nil && v == nil { valueCount -= 1 }
@@ -393,7 +399,7 @@ public final class Bus: @unchecked Sendable {
       }
     }
     guard let i = allowed else {
-      let set = c.writes.isEmpty ? "its write set is empty" : "its write set is [\(c.writes.map(\.string).joined(separator: ", "))]"
+      let set = c.writes.isEmpty ? "its write set is empty" : "its write set is [\(c.writes.map(text).joined(separator: ", "))]"
       let what: String
       if case .removeTree = op {
         what = "removeTree \"\(k)\" (needs a pattern covering \"\(k)\" and all its descendants, such as \"\(k).**\")"
@@ -472,10 +478,10 @@ public final class Bus: @unchecked Sendable {
       if !skipping.isEmpty && skipping.contains(r.id) { continue }
       if r.scheduledSerial != serial {
         r.scheduledSerial = serial
-        r.triggers.removeAll(keepingCapacity: true)
+        r.clearTriggers()
         schedule.push(r)
       }
-      if r.triggers.last !== n { r.triggers.append(n) }
+      r.addTrigger(n)
     }
   }
 
@@ -498,7 +504,7 @@ public final class Bus: @unchecked Sendable {
     }
     for c in everyTxn where c.calledSerial != passSerial && c.scheduledSerial != passSerial {
       c.scheduledSerial = passSerial
-      c.triggers.removeAll()
+      c.clearTriggers()
       schedule.push(c)
     }
     while let c = schedule.pop() {
@@ -507,17 +513,18 @@ public final class Bus: @unchecked Sendable {
       var changed: [String] = []
       if c.kind == .everyTransaction {
         for n in journal.records where journal.isChanged(n) { changed.append(n.key) }
-      } else if c.triggers.count == 1 {
-        let n = c.triggers[0]
-        if journal.isChanged(n) { changed = [n.key] }
-      } else {
-        markSerial += 1
-        for n in c.triggers where n.bumpSerial != markSerial && journal.isChanged(n) {
-          n.bumpSerial = markSerial
-          changed.append(n.key)
+      } else if let first = c.firstTrigger {
+        if c.moreTriggers.isEmpty {
+          if journal.isChanged(first) { changed = first.keyList }
+        } else {
+          markSerial += 1
+          for n in CollectionOfOne(first).lazy + c.moreTriggers where n.bumpSerial != markSerial && journal.isChanged(n) {
+            n.bumpSerial = markSerial
+            changed.append(n.key)
+          }
         }
       }
-      c.triggers.removeAll()
+      c.clearTriggers()
       if changed.isEmpty && !c.initialPending { continue }
       c.initialPending = false
       call(c, Notification(transaction: txn, contract: c.id, changed: changed))
@@ -558,7 +565,7 @@ public final class Bus: @unchecked Sendable {
     let callback = c.callback
     lock.unlock()
     var failure: (any Error)?
-    do { try callback(note) } catch { failure = error }
+    do { try callback?(note) } catch { failure = error }
     lock.lock()
     running = previous
     if let failure {
@@ -690,8 +697,8 @@ public final class Bus: @unchecked Sendable {
     let own = isOwner()
     let compiled = parsed.map(compileQuery)
     if own, let c = running, !suspended, c.kind != .everyTransaction {
-      for p in compiled where !c.reads.contains(where: { $0.covers(p) }) && !c.writes.contains(where: { $0.covers(p) }) {
-        throw OrdoError(.contractViolation, "contract \"\(c.name)\" may not read \"\(p.string)\": outside its read and write sets")
+      for (i, p) in compiled.enumerated() where !c.reads.contains(where: { $0.covers(p) }) && !c.writes.contains(where: { $0.covers(p) }) {
+        throw OrdoError(.contractViolation, "contract \"\(c.name)\" may not read \"\(patterns[i])\": outside its read and write sets")
       }
     }
     var vs: [String: Value] = [:]
@@ -708,7 +715,7 @@ public final class Bus: @unchecked Sendable {
   /// Visits the nodes a pattern matches. Lock held.
   private func forEachNode(matching p: CPattern, _ body: (KeyNode) -> Void) {
     func walk(_ node: KeyNode, _ i: Int) {
-      if i == p.ids.count {
+      if i == p.count {
         if p.isTree {
           node.forEachInSubtree { if $0 !== root { body($0) } }
         } else {
@@ -716,7 +723,7 @@ public final class Bus: @unchecked Sendable {
         }
         return
       }
-      let id = p.ids[i]
+      let id = p[i]
       if id == SegmentTable.any {
         for child in node.children.values { walk(child, i + 1) }
       } else if let child = node.children[id] {
@@ -734,7 +741,7 @@ public final class Bus: @unchecked Sendable {
       return
     }
     for w in c.writes where w.matches(keyIDs) { return }
-    throw OrdoError(.contractViolation, "contract \"\(c.name)\" may not read \"\(k)\": its read set is [\(c.reads.map(\.string).joined(separator: ", "))] and its write set [\(c.writes.map(\.string).joined(separator: ", "))]")
+    throw OrdoError(.contractViolation, "contract \"\(c.name)\" may not read \"\(k)\": its read set is [\(c.reads.map(text).joined(separator: ", "))] and its write set [\(c.writes.map(text).joined(separator: ", "))]")
   }
 
   // MARK: - Contracts
@@ -785,7 +792,7 @@ public final class Bus: @unchecked Sendable {
     if inPass {
       c.scheduledSerial = passSerial
       c.initialPending = true
-      c.triggers.removeAll()
+      c.clearTriggers()
       schedule.push(c)
       lock.unlock()
       return handle
@@ -829,7 +836,7 @@ public final class Bus: @unchecked Sendable {
         var writer: ContractState?
         writeIndex.forEachWriter(affecting: r) { w in if w.isData, writer == nil { writer = w } }
         if let w = writer {
-          throw OrdoError(.orderConflict, "priority contract \"\(c.name)\" reads \"\(r.string)\", which data contract \"\(w.name)\" may write; priority contracts run before all data contracts")
+          throw OrdoError(.orderConflict, "priority contract \"\(c.name)\" reads \"\(text(r))\", which data contract \"\(w.name)\" may write; priority contracts run before all data contracts")
         }
       }
     case .data:
@@ -837,7 +844,7 @@ public final class Bus: @unchecked Sendable {
         var reader: ContractState?
         readIndex.forEachReader(affectedBy: w.ids) { r in if r.kind == .priority, reader == nil { reader = r } }
         if let r = reader {
-          throw OrdoError(.orderConflict, "data contract \"\(c.name)\" may write \"\(w.string)\", which priority contract \"\(r.name)\" reads; priority contracts run before all data contracts")
+          throw OrdoError(.orderConflict, "data contract \"\(c.name)\" may write \"\(text(w))\", which priority contract \"\(r.name)\" reads; priority contracts run before all data contracts")
         }
       }
       try checkCycle(c)
@@ -854,7 +861,7 @@ public final class Bus: @unchecked Sendable {
         if later == nil, !(w.isData && c.isData), w.key > key, w.writes.contains(where: { $0.isConcrete && $0.mayAffect(reader: r) }) { later = w }
       }
       if let w = later {
-        throw OrdoError(.orderConflict, "contract \"\(c.name)\" reads \"\(r.string)\", which contract \"\(w.name)\", running after it, writes")
+        throw OrdoError(.orderConflict, "contract \"\(c.name)\" reads \"\(text(r))\", which contract \"\(w.name)\", running after it, writes")
       }
     }
     for w in c.writes where w.isConcrete {
@@ -863,7 +870,7 @@ public final class Bus: @unchecked Sendable {
         if earlier == nil, r !== c, !(r.isData && c.isData), r.key < key { earlier = r }
       }
       if let r = earlier {
-        throw OrdoError(.orderConflict, "contract \"\(c.name)\" writes \"\(w.string)\", which contract \"\(r.name)\", running before it, reads")
+        throw OrdoError(.orderConflict, "contract \"\(c.name)\" writes \"\(text(w))\", which contract \"\(r.name)\", running before it, reads")
       }
     }
     if initial && inPass, let current = running, key < current.key {
@@ -979,12 +986,14 @@ public final class Bus: @unchecked Sendable {
     // A contract scheduled in the running pass holds its trigger nodes, and
     // those nodes' reader caches may hold it: drop the triggers, or the
     // contract (and what its callback captures) leaks with the cycle.
-    c.triggers.removeAll()
+    c.clearTriggers()
+    let callback = c.callback
+    c.callback = nil
     propagateLevels(seeds)
     if acquired { release() }
     lock.unlock()
     // The callback (and what it captures) is released here, outside the lock.
-    withExtendedLifetime(c) {}
+    withExtendedLifetime(callback) {}
   }
 
   /// Unregisters the contract with this name. Throws
@@ -1006,11 +1015,11 @@ public final class Bus: @unchecked Sendable {
     let sorted = registry.values.sorted { $0.key < $1.key }
     return sorted.enumerated().map { i, c in
       ContractInfo(
-        id: c.id, name: c.name, kind: c.kind, reads: c.reads.map(\.string), writes: c.writes.map(\.string),
+        id: c.id, name: c.name, kind: c.kind, reads: c.reads.map(text), writes: c.writes.map(text),
         priority: c.priority, level: c.level, position: i, calls: c.calls, lastTransaction: c.lastTransaction,
         failures: c.failures,
-        unusedReads: c.reads.indices.filter { c.usedReads & ContractState.bit($0) == 0 }.map { c.reads[$0].string },
-        unusedWrites: c.writes.indices.filter { c.usedWrites & ContractState.bit($0) == 0 }.map { c.writes[$0].string })
+        unusedReads: c.reads.indices.filter { c.usedReads & ContractState.bit($0) == 0 }.map { text(c.reads[$0]) },
+        unusedWrites: c.writes.indices.filter { c.usedWrites & ContractState.bit($0) == 0 }.map { text(c.writes[$0]) })
     }
   }
 

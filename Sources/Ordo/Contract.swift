@@ -173,7 +173,9 @@ final class ContractState {
   let priority: Int32?
   let kind: ContractKind
   let seq: UInt64
-  let callback: ContractCallback
+  /// Released (set to nil) when the contract is unregistered, so that what
+  /// it captures goes at once even while stale caches still name the contract.
+  @exclusivity(unchecked) var callback: ContractCallback?
   /// The position in the pass: phase, then priority or level, then
   /// registration order.
   @exclusivity(unchecked) private(set) var key: OrderKey
@@ -186,7 +188,10 @@ final class ContractState {
   @exclusivity(unchecked) var scheduledSerial: UInt64 = 0
   @exclusivity(unchecked) var calledSerial: UInt64 = 0
   @exclusivity(unchecked) var initialPending = false
-  @exclusivity(unchecked) var triggers: [KeyNode] = []
+  /// The written keypaths that scheduled it in this pass: the first in a
+  /// field, the rest (rare) in an array that keeps its buffer.
+  @exclusivity(unchecked) var firstTrigger: KeyNode?
+  @exclusivity(unchecked) var moreTriggers: [KeyNode] = []
   /// Scratch stamp for de-duplicating visits.
   @exclusivity(unchecked) var mark: UInt64 = 0
 
@@ -219,6 +224,19 @@ final class ContractState {
   var isData: Bool { kind == .data }
 
   static func bit(_ i: Int) -> UInt64 { i < 64 ? 1 << UInt64(i) : 0 }
+
+  func clearTriggers() {
+    firstTrigger = nil
+    if !moreTriggers.isEmpty { moreTriggers.removeAll(keepingCapacity: true) }
+  }
+
+  func addTrigger(_ n: KeyNode) {
+    if firstTrigger == nil {
+      firstTrigger = n
+    } else if firstTrigger !== n && moreTriggers.last !== n {
+      moreTriggers.append(n)
+    }
+  }
 }
 
 /// A contract's place in the pass order.

@@ -1,29 +1,35 @@
-/// A trie of patterns keyed by interned segment ids, each pattern carrying
-/// the contract that declared it. It answers the two questions the scheduler
-/// and the registration checks ask, in time proportional to the matching
-/// entries and the query's length, not to the number of patterns stored:
+/// A trie of patterns keyed by interned segment ids (`*` is id 0), each
+/// pattern carrying the contract that declared it. It answers the two
+/// questions the scheduler and the registration checks ask, in time
+/// proportional to the matching entries and the query's length, not to the
+/// number of patterns stored:
 ///
 /// - ``forEachReader(affectedBy:_:)``: the read patterns affected by a write
 ///   to a keypath, or by any write a write pattern allows;
 /// - ``forEachWriter(affecting:_:)``: the write patterns that may write
 ///   something affecting a read pattern.
+///
+/// A node that would hold a single exact pattern and nothing else is stored
+/// as a leaf in its parent's child map (most patterns end in such a node),
+/// which keeps the index small.
 struct PatternIndex {
+  enum Child {
+    case node(Node)
+    /// A node with exactly one exact pattern and no children.
+    case leaf(ContractState)
+  }
+
   final class Node {
-    @exclusivity(unchecked) var literal: [UInt32: Node] = [:]
-    @exclusivity(unchecked) var any: Node?
+    @exclusivity(unchecked) var children: [UInt32: Child] = [:]
     /// Patterns that end at this node without `**`.
     @exclusivity(unchecked) var exact: [ContractState] = []
     /// Patterns `<path to this node>.**`.
     @exclusivity(unchecked) var tree: [ContractState] = []
 
-    var isEmpty: Bool { literal.isEmpty && any == nil && exact.isEmpty && tree.isEmpty }
+    init() {}
+    init(exact: ContractState) { self.exact = [exact] }
 
-    func forEachInSubtree(_ body: (ContractState) -> Void) {
-      for c in exact { body(c) }
-      for c in tree { body(c) }
-      for child in literal.values { child.forEachInSubtree(body) }
-      any?.forEachInSubtree(body)
-    }
+    var isEmpty: Bool { children.isEmpty && exact.isEmpty && tree.isEmpty }
   }
 
   private(set) var root = Node()
@@ -31,16 +37,31 @@ struct PatternIndex {
 
   mutating func insert(_ p: CPattern, _ c: ContractState) {
     var node = root
-    for id in p.ids {
-      if id == SegmentTable.any {
-        if node.any == nil { node.any = Node() }
-        node = node.any!
-      } else if let next = node.literal[id] {
-        node = next
-      } else {
-        let next = Node()
-        node.literal[id] = next
-        node = next
+    let n = p.count
+    for i in 0..<n {
+      let id = p[i]
+      if i == n - 1 && !p.isTree {
+        switch node.children[id] {
+        case nil: node.children[id] = .leaf(c)
+        case .leaf(let x):
+          let promoted = Node(exact: x)
+          promoted.exact.append(c)
+          node.children[id] = .node(promoted)
+        case .node(let m): m.exact.append(c)
+        }
+        count += 1
+        return
+      }
+      switch node.children[id] {
+      case .node(let m): node = m
+      case .leaf(let x):
+        let promoted = Node(exact: x)
+        node.children[id] = .node(promoted)
+        node = promoted
+      case nil:
+        let m = Node()
+        node.children[id] = .node(m)
+        node = m
       }
     }
     if p.isTree { node.tree.append(c) } else { node.exact.append(c) }
@@ -49,8 +70,9 @@ struct PatternIndex {
 
   mutating func remove(_ p: CPattern, _ c: ContractState) {
     var removed = false
+    let n = p.count
     func walk(_ node: Node, _ i: Int) {
-      if i == p.ids.count {
+      if i == n {
         if p.isTree {
           if let j = node.tree.firstIndex(where: { $0 === c }) { node.tree.remove(at: j); removed = true }
         } else if let j = node.exact.firstIndex(where: { $0 === c }) {
@@ -59,34 +81,51 @@ struct PatternIndex {
         }
         return
       }
-      let id = p.ids[i]
-      if id == SegmentTable.any {
-        if let next = node.any { walk(next, i + 1); if next.isEmpty { node.any = nil } }
-      } else if let next = node.literal[id] {
-        walk(next, i + 1)
-        if next.isEmpty { node.literal[id] = nil }
+      let id = p[i]
+      switch node.children[id] {
+      case .leaf(let x):
+        if i == n - 1 && !p.isTree && x === c {
+          node.children[id] = nil
+          removed = true
+        }
+      case .node(let m):
+        walk(m, i + 1)
+        if m.isEmpty {
+          node.children[id] = nil
+        } else if m.children.isEmpty && m.tree.isEmpty && m.exact.count == 1 {
+          node.children[id] = .leaf(m.exact[0])
+        }
+      case nil:
+        break
       }
     }
     walk(root, 0)
     if removed { count -= 1 }
   }
 
-  /// Visits every node reached by the query's segments, with its depth. A
-  /// literal query segment follows the same literal and `*`; a `*` query
-  /// segment follows every child.
-  private func visit(_ query: [UInt32], _ body: (Node, Int) -> Void) {
-    func walk(_ node: Node, _ i: Int) {
-      body(node, i)
-      if i == query.count { return }
-      let id = query[i]
-      if id == SegmentTable.any {
-        for next in node.literal.values { walk(next, i + 1) }
-      } else if let next = node.literal[id] {
-        walk(next, i + 1)
-      }
-      if let a = node.any { walk(a, i + 1) }
+  private static func forEachInSubtree(_ child: Child, _ body: (ContractState) -> Void) {
+    switch child {
+    case .leaf(let x): body(x)
+    case .node(let m): forEachInSubtree(m, body)
     }
-    walk(root, 0)
+  }
+
+  private static func forEachInSubtree(_ node: Node, _ body: (ContractState) -> Void) {
+    for c in node.exact { body(c) }
+    for c in node.tree { body(c) }
+    for child in node.children.values { forEachInSubtree(child, body) }
+  }
+
+  /// Walks the children the query segment `id` reaches: a literal reaches
+  /// the same literal and `*`; `*` (0) reaches every child.
+  @inline(__always)
+  private static func forEachStep(_ node: Node, _ id: UInt32, _ body: (Child) -> Void) {
+    if id == SegmentTable.any {
+      for child in node.children.values { body(child) }
+    } else {
+      if let child = node.children[id] { body(child) }
+      if let child = node.children[SegmentTable.any] { body(child) }
+    }
   }
 
   /// Calls `body` for every stored read pattern affected by a write to the
@@ -94,26 +133,51 @@ struct PatternIndex {
   /// with several affected patterns is visited several times.
   func forEachReader(affectedBy query: [UInt32], _ body: (ContractState) -> Void) {
     let n = query.count
-    visit(query) { node, depth in
-      if depth < n {
-        for c in node.tree { body(c) }
-      } else {
-        node.forEachInSubtree(body)
+    func walk(_ node: Node, _ depth: Int) {
+      if depth == n {
+        PatternIndex.forEachInSubtree(node, body)
+        return
+      }
+      for c in node.tree { body(c) }
+      PatternIndex.forEachStep(node, query[depth]) { child in
+        switch child {
+        case .node(let m): walk(m, depth + 1)
+        // A leaf holds one exact pattern of length depth + 1: affected when
+        // the query ends there (a match) or the leaf is deeper (ancestor).
+        case .leaf(let x): if depth + 1 == n { body(x) }
+        }
       }
     }
+    walk(root, 0)
+  }
+
+  /// Calls `body` for every stored write pattern that may write a keypath
+  /// affecting the read pattern.
+  func forEachWriter(affecting reader: CPattern) -> [ContractState] {
+    var out: [ContractState] = []
+    forEachWriter(affecting: reader) { out.append($0) }
+    return out
   }
 
   /// Calls `body` for every stored write pattern that may write a keypath
   /// affecting the read pattern.
   func forEachWriter(affecting reader: CPattern, _ body: (ContractState) -> Void) {
-    let n = reader.ids.count
-    visit(reader.ids) { node, depth in
+    let n = reader.count
+    func walk(_ node: Node, _ depth: Int) {
       if depth == n && reader.isTree {
-        node.forEachInSubtree(body)
-      } else {
-        for c in node.exact { body(c) }
-        for c in node.tree { body(c) }
+        PatternIndex.forEachInSubtree(node, body)
+        return
+      }
+      for c in node.exact { body(c) }
+      for c in node.tree { body(c) }
+      if depth == n { return }
+      PatternIndex.forEachStep(node, reader[depth]) { child in
+        switch child {
+        case .node(let m): walk(m, depth + 1)
+        case .leaf(let x): body(x)  // a writer of length depth + 1 <= n
+        }
       }
     }
+    walk(root, 0)
   }
 }
