@@ -61,6 +61,13 @@ public final class Bus: @unchecked Sendable {
   /// Makes an empty bus.
   public init() {}
 
+  deinit {
+    // An open transaction's journal holds keypath nodes in cycles (removeTree
+    // lists a node in its own `removed`): drop them, or a bus freed with a
+    // transaction open leaks its nodes and the contracts they cache.
+    journal.reset()
+  }
+
   // MARK: - Ownership
 
   private func isOwner() -> Bool {

@@ -95,4 +95,18 @@ struct LifetimeTests {
     #expect(alive.bus == false)
     #expect(alive.witness == false, "the keypath node removed by its own removeTree outlives the bus")
   }
+
+  @Test("a bus dropped with a transaction still open is freed")
+  func droppedWithOpenTransaction() throws {
+    let alive = try makeBusAndDrop { bus, w in
+      try bus.register(name: "reader", reads: ["a.**"]) { _ in w.touch() }
+      try bus.transaction { try bus.set("a.b", .int64(1)) }
+      bus.begin()
+      try bus.set("a.b", .int64(2))
+      try bus.removeTree("a.b")
+      // No commit: the bus goes away with the transaction open.
+    }
+    #expect(alive.bus == false)
+    #expect(alive.witness == false, "the open transaction's journal keeps the keypath node and its readers alive")
+  }
 }
