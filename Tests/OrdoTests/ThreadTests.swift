@@ -54,7 +54,7 @@ import Testing
     runThreads(Self.threads + 1) { i in
       if i == Self.threads {
         // The reader: every snapshot is one committed state.
-        while writersDone.value < Self.threads {
+        repeat {
           guard let s = try? bus.snapshot(["n"]) else {
             problem("snapshot failed")
             return
@@ -64,7 +64,7 @@ import Testing
           if n != s.transaction { problem("snapshot: n = \(n) with transaction \(s.transaction)") }
           if (s.counters["n"] ?? 0) != s.transaction { problem("snapshot: counter \(s.counters["n"] ?? 0) with transaction \(s.transaction)") }
           snapshots.value += 1
-        }
+        } while writersDone.value < Self.threads
         return
       }
       for j in 1...Self.perThread {
