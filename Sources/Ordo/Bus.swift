@@ -507,7 +507,9 @@ public final class Bus: @unchecked Sendable {
     passSerial += 1
     inPass = true
     for n in journal.records where journal.isChanged(n) {
-      schedule(readersOf: n, after: nil, skipping: n.external ? [] : n.writtenBy)
+      // A contract's own initial-call writes do not schedule it; a keypath
+      // also written by another contract (or outside callbacks) does.
+      schedule(readersOf: n, after: nil, skipping: n.external || n.writtenBy.count > 1 ? [] : n.writtenBy)
     }
     for c in everyTxn where c.calledSerial != passSerial && c.scheduledSerial != passSerial {
       c.scheduledSerial = passSerial
