@@ -46,7 +46,6 @@ public final class Bus: @unchecked Sendable {
   @exclusivity(unchecked) private var writeIndex = PatternIndex()
   @exclusivity(unchecked) private var everyTxn: [ContractState] = []
   @exclusivity(unchecked) private var nextID: ContractID = 1
-  @exclusivity(unchecked) private var nextSeq: UInt64 = 1
   /// Bumped by every registration and unregistration; node reader caches
   /// of older generations are stale.
   @exclusivity(unchecked) private var indexGeneration: UInt64 = 0
@@ -781,7 +780,7 @@ public final class Bus: @unchecked Sendable {
     let acquired = acquire()
     let reads = readPatterns.map(compile)
     let writes = writePatterns.map(compile)
-    let c = ContractState(id: nextID, seq: nextSeq, name: spec.name, reads: reads, writes: writes, priority: spec.priority, callback: spec.callback)
+    let c = ContractState(id: nextID, name: spec.name, reads: reads, writes: writes, priority: spec.priority, callback: spec.callback)
     do {
       try admit(c, initial: spec.flags.contains(.notifyInitial))
     } catch {
@@ -790,7 +789,6 @@ public final class Bus: @unchecked Sendable {
       throw error
     }
     nextID += 1
-    nextSeq += 1
     insert(c)
     let handle = ContractHandle(id: c.id, name: c.name, bus: self)
     guard spec.flags.contains(.notifyInitial) else {
@@ -1026,7 +1024,7 @@ public final class Bus: @unchecked Sendable {
       ContractInfo(
         id: c.id, name: c.name, kind: c.kind, reads: c.reads.map(text), writes: c.writes.map(text),
         priority: c.priority, level: c.level, position: i, calls: c.calls, lastTransaction: c.lastTransaction,
-        failures: c.failures,
+        failures: UInt64(c.failures),
         unusedReads: c.reads.indices.filter { c.usedReads & ContractState.bit($0) == 0 }.map { text(c.reads[$0]) },
         unusedWrites: c.writes.indices.filter { c.usedWrites & ContractState.bit($0) == 0 }.map { text(c.writes[$0]) })
     }

@@ -166,64 +166,69 @@ public struct BusStatistics: Sendable, Hashable {
 
 /// Internal state of a registered contract.
 final class ContractState {
+  /// Also the registration order (ids only grow).
   let id: ContractID
   let name: String
   let reads: [CPattern]
   let writes: [CPattern]
-  let priority: Int32?
-  let kind: ContractKind
-  let seq: UInt64
   /// Released (set to nil) when the contract is unregistered, so that what
   /// it captures goes at once even while stale caches still name the contract.
   @exclusivity(unchecked) var callback: ContractCallback?
   /// The position in the pass: phase, then priority or level, then
   /// registration order.
   @exclusivity(unchecked) private(set) var key: OrderKey
-  var level = 0 {
-    didSet { if kind == .data { key.rank = Int64(level) } }
-  }
-  @exclusivity(unchecked) var registered = true
 
   // Per-pass bookkeeping; `serial` identifies the pass.
   @exclusivity(unchecked) var scheduledSerial: UInt64 = 0
   @exclusivity(unchecked) var calledSerial: UInt64 = 0
-  @exclusivity(unchecked) var initialPending = false
+  /// Scratch stamp for de-duplicating visits.
+  @exclusivity(unchecked) var mark: UInt64 = 0
   /// The written keypaths that scheduled it in this pass: the first in a
   /// field, the rest (rare) in an array that keeps its buffer.
   @exclusivity(unchecked) var firstTrigger: KeyNode?
   @exclusivity(unchecked) var moreTriggers: [KeyNode] = []
-  /// Scratch stamp for de-duplicating visits.
-  @exclusivity(unchecked) var mark: UInt64 = 0
 
   // Statistics.
   @exclusivity(unchecked) var calls: UInt64 = 0
   @exclusivity(unchecked) var lastTransaction: UInt64 = 0
-  @exclusivity(unchecked) var failures: UInt64 = 0
-  /// Bit i: read pattern i was read through (patterns beyond 64 are not tracked).
-  @exclusivity(unchecked) var usedReads: UInt64 = 0
+  @exclusivity(unchecked) var failures: UInt32 = 0
+  /// Bit i: read pattern i was read through (patterns beyond 32 are not tracked).
+  @exclusivity(unchecked) var usedReads: UInt32 = 0
   /// Bit i: write pattern i was written through.
-  @exclusivity(unchecked) var usedWrites: UInt64 = 0
+  @exclusivity(unchecked) var usedWrites: UInt32 = 0
 
-  init(id: ContractID, seq: UInt64, name: String, reads: [CPattern], writes: [CPattern], priority: Int32?, callback: @escaping ContractCallback) {
+  // Small fields last, so that they pack.
+  let kind: ContractKind
+  @exclusivity(unchecked) var registered = true
+  @exclusivity(unchecked) var initialPending = false
+
+  init(id: ContractID, name: String, reads: [CPattern], writes: [CPattern], priority: Int32?, callback: @escaping ContractCallback) {
     self.id = id
-    self.seq = seq
     self.name = name
     self.reads = reads
     self.writes = writes
     let kind: ContractKind = reads.isEmpty ? .everyTransaction : (priority == nil ? .data : .priority)
     self.kind = kind
-    self.priority = kind == .priority ? priority : nil
     self.callback = callback
     switch kind {
-    case .priority: key = OrderKey(phase: 0, rank: Int64(priority!), seq: seq)
-    case .data: key = OrderKey(phase: 1, rank: 0, seq: seq)
-    case .everyTransaction: key = OrderKey(phase: 2, rank: 0, seq: seq)
+    case .priority: key = OrderKey(rank: priority!, phase: 0, seq: id)
+    case .data: key = OrderKey(rank: 0, phase: 1, seq: id)
+    case .everyTransaction: key = OrderKey(rank: 0, phase: 2, seq: id)
     }
   }
 
   var isData: Bool { kind == .data }
 
-  static func bit(_ i: Int) -> UInt64 { i < 64 ? 1 << UInt64(i) : 0 }
+  /// The priority of a priority contract.
+  var priority: Int32? { kind == .priority ? key.rank : nil }
+
+  /// The dependency level of a data contract (0 for the others).
+  var level: Int {
+    get { kind == .data ? Int(key.rank) : 0 }
+    set { if kind == .data { key.rank = Int32(clamping: newValue) } }
+  }
+
+  static func bit(_ i: Int) -> UInt32 { i < 32 ? 1 << UInt32(i) : 0 }
 
   func clearTriggers() {
     firstTrigger = nil
@@ -241,8 +246,8 @@ final class ContractState {
 
 /// A contract's place in the pass order.
 struct OrderKey: Comparable {
+  var rank: Int32
   var phase: UInt8
-  var rank: Int64
   var seq: UInt64
 
   static func < (a: OrderKey, b: OrderKey) -> Bool {
