@@ -447,9 +447,10 @@ public final class Bus: @unchecked Sendable {
       n.ownValue = true
       return store(n, nil)
     case .touch:
-      let altered = !n.touched
+      // Every touch is news to the readers after the writer (the value lives
+      // in the host), even when the keypath was touched before.
       n.touched = true
-      return altered
+      return true
     case .removeTree:
       var altered = false
       var removed = n.removed

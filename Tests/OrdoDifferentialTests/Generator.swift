@@ -128,6 +128,12 @@ struct Generator {
       s.writes = chance(0.5) ? [] : (0..<int(1...2)).map { _ in pattern() }
     }
     if chance(0.3) { s.priority = pick(Generator.priorities) }
+    if !s.reads.isEmpty && chance(0.15) {
+      // A view-hierarchy contract: a priority and a wildcard write
+      // permission, which only the stability rule guards at run time.
+      s.priority = pick([1, 2, 3])
+      s.writes = [pick(["x.**", "y.**", "*.**", "x.y.**", "*.x"])]
+    }
     s.notifyInitial = chance(0.25)
     if chance(0.02) {
       if chance(0.5) { s.reads.append(pick(Generator.invalidPatterns)) } else { s.writes.append(pick(Generator.invalidPatterns)) }

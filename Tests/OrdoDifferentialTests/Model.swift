@@ -435,7 +435,8 @@ final class Model {
       w.ownValue = true
       altered = change(k, nil)
     case .touch:
-      altered = !w.touched
+      // Every touch is news: the value lives in the host program.
+      altered = true
       w.touched = true
     case .removeTree:
       for d in values.keys.sorted() where Naive.isSelfOrDescendant(d, of: k) {
@@ -445,8 +446,8 @@ final class Model {
     }
     if let i = written.firstIndex(where: { $0.key == k }) { written[i] = w } else { written.append(w) }
     // SPEC §5.3: a write in a pass schedules, later in the pass, the
-    // contracts it affects (decision: a write that leaves the current state
-    // as it was schedules no one).
+    // contracts it affects (decision: a set or remove that leaves the current
+    // value as it was schedules no one; a touch always schedules).
     if inPass, altered, let c {
       let lv = try levels()
       let ck = key(c, lv)
