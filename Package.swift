@@ -23,6 +23,7 @@ let package = Package(
     .executableTarget(name: "ordo-demo", dependencies: ["Ordo"]),
     .executableTarget(name: "ordo-bench", dependencies: ["Ordo"], path: "Benchmarks/ordo-bench"),
     .testTarget(name: "OrdoTests", dependencies: ["Ordo", "OrdoConformance"]),
+    .testTarget(name: "OrdoDBusTests", dependencies: ["OrdoDBus", "Ordo"]),
     .testTarget(name: "OrdoDifferentialTests", dependencies: ["Ordo", "OrdoConformance"]),
   ]
 )
