@@ -173,6 +173,15 @@ public final class Bus: @unchecked Sendable {
     return undo
   }
 
+  /// Whether the calling thread has a transaction open or runs a callback:
+  /// then writes are accepted and a `begin` joins what is open. Bridges use
+  /// it to hold remote work back while the host thread's transaction is open.
+  public var isInTransaction: Bool {
+    lock.lock()
+    defer { lock.unlock() }
+    return isOwner() && (depth > 0 || inPass || running != nil)
+  }
+
   /// The id of the last committed transaction that changed something (0 if
   /// none). While a pass runs, its thread sees the pass's id; other threads
   /// see the last committed one (the pass's writes are not visible to them).

@@ -1,3 +1,11 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// A value held by a keypath: bool, int64, double, UTF-8 string or bytes
 /// (SPEC §2).
 ///
@@ -34,7 +42,7 @@ public enum Value: Hashable, Sendable, CustomStringConvertible {
     case (.bool(let x), .bool(let y)): x == y
     case (.int64(let x), .int64(let y)): x == y
     case (.double(let x), .double(let y)): x.bitPattern == y.bitPattern
-    case (.string(let x), .string(let y)): x.utf8.elementsEqual(y.utf8)
+    case (.string(let x), .string(let y)): Value.sameBytes(x, y)
     case (.bytes(let x), .bytes(let y)): x == y
     default: false
     }
@@ -46,9 +54,20 @@ public enum Value: Hashable, Sendable, CustomStringConvertible {
     case .bool(let x): h.combine(0); h.combine(x)
     case .int64(let x): h.combine(1); h.combine(x)
     case .double(let x): h.combine(2); h.combine(x.bitPattern)
-    case .string(let x): h.combine(3); for b in x.utf8 { h.combine(b) }
+    case .string(let x):
+      h.combine(3)
+      var copy = x
+      copy.withUTF8 { h.combine(bytes: UnsafeRawBufferPointer($0)) }
     case .bytes(let x): h.combine(4); h.combine(x)
     }
+  }
+
+  /// Byte-for-byte equality of two strings' UTF-8 (no Unicode
+  /// normalization), with one memory comparison.
+  static func sameBytes(_ a: String, _ b: String) -> Bool {
+    guard a.utf8.count == b.utf8.count else { return false }
+    var x = a, y = b
+    return x.withUTF8 { p in y.withUTF8 { q in p.count == 0 || memcmp(p.baseAddress!, q.baseAddress!, p.count) == 0 } }
   }
 
   /// A short human-readable rendering, e.g. `int64 5` or `string "a"`.

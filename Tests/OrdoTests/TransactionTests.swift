@@ -173,4 +173,31 @@ struct Boom: Error, CustomStringConvertible {
     #expect(try bus.get("k") == .int64(2))
     #expect(bus.transactionID == 2)
   }
+
+  @Test func isInTransactionFollowsTheCallingThread() throws {
+    let bus = Bus()
+    #expect(!bus.isInTransaction)
+    bus.begin()
+    #expect(bus.isInTransaction)
+    let other = Flag()
+    let t = Thread { other.set(bus.isInTransaction) }
+    t.start()
+    while !other.done { usleep(1000) }
+    #expect(other.value == false)
+    try bus.rollback()
+    #expect(!bus.isInTransaction)
+    let seen = Flag()
+    try bus.register(name: "c", reads: ["a"]) { _ in seen.set(bus.isInTransaction) }
+    try bus.transaction { try bus.set("a", .int64(1)) }
+    #expect(seen.value == true)
+  }
+}
+
+/// A value set once by another thread.
+final class Flag: @unchecked Sendable {
+  private let lock = NSLock()
+  private var stored: Bool?
+  func set(_ v: Bool) { lock.withLock { stored = v } }
+  var done: Bool { lock.withLock { stored != nil } }
+  var value: Bool? { lock.withLock { stored } }
 }

@@ -27,6 +27,16 @@ import Testing
     #expect(set.count == 5)
   }
 
+  @Test func stringsHashAndCompareByBytes() {
+    let long = String(repeating: "ab", count: 40_000)
+    #expect(Value.string(long) == Value.string(String(long)))
+    #expect(Value.string(long) != Value.string(long + "c"))
+    #expect(Value.string("") == Value.string(""))
+    #expect(Value.string("a\u{0}b") != Value.string("a\u{0}c"))
+    let set: Set<Value> = [.string("é"), .string("e\u{301}"), .string("é"), .string(long), .string(String(long))]
+    #expect(set.count == 3)
+  }
+
   @Test func names() {
     #expect(Value.bool(true).typeName == "bool")
     #expect(Value.int64(1).typeName == "int64")
