@@ -153,6 +153,10 @@ final class Link: @unchecked Sendable {
 
   private var onLoopThread: Bool { loopThread.load(ordering: .relaxed) == UInt(pthread_self()) }
 
+  /// Whether the calling thread is the loop thread (the last one that
+  /// called ``step(timeoutMs:)``).
+  var isLoopThread: Bool { onLoopThread }
+
   /// Wakes the loop thread. Any thread; async-signal-safe.
   func wake() {
     var one: UInt64 = 1

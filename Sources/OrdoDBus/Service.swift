@@ -39,6 +39,12 @@ public struct ServiceLimits: Sendable, Hashable {
   /// than this, further `Notify` signals are dropped and counted
   /// (`notify-dropped`); replies are never dropped.
   public var maxOutgoingBytes = 64 << 20
+  /// How long the pass waits for a writer contract's `Complete` when its
+  /// `Register` gives no `timeout-ms` option.
+  public var defaultWriterTimeoutMs: UInt32 = 2000
+  /// The largest `timeout-ms` a writer contract may ask for: a peer that
+  /// never answers delays each pass it is called in by at most this.
+  public var maxWriterTimeoutMs: UInt32 = 60_000
 
   /// The defaults.
   public init() {}
@@ -100,6 +106,28 @@ public final class DBusService: @unchecked Sendable {
   // Loop-thread state: who registered which contract.
   private var ownerOf: [ContractID: String] = [:]
   private var byPeer: [String: Set<ContractID>] = [:]
+  /// Writer contracts (non-empty write set) and their timeouts in ms.
+  private var timeoutOf: [ContractID: UInt32] = [:]
+
+  // Writer contracts: the awaited call, and the calls queued meanwhile.
+  private let slot = WaitSlot()
+  /// Nested dispatch loops of writer calls awaited on the service thread.
+  private var loopWaits = 0
+  /// Method calls (and departures) held back until the waiting pass ends,
+  /// in arrival order.
+  private var deferred: [Deferred] = []
+  private var draining = false
+  /// Greater than 0 while the service thread is inside a bus call that may
+  /// wait for the bus's transaction (Register, Unregister, Commit, cleanup).
+  private let loopInBusCall = Atomic<Int>(0)
+  /// A Register whose writer contract is called initially before the
+  /// call returns: its reply is sent before the Notify.
+  private var initialRegister: (call: DBusMessageRef, replied: Bool)?
+
+  private enum Deferred {
+    case call(DBusMessageRef)
+    case peerLeft(String)
+  }
 
   // Statistics.
   private let notifySent = Atomic<UInt64>(0)
@@ -108,6 +136,11 @@ public final class DBusService: @unchecked Sendable {
   private var errorReplies: UInt64 = 0
   private var commits: UInt64 = 0
   private var peersLeft: UInt64 = 0
+  private var queued: UInt64 = 0
+  private let writerCalls = Atomic<UInt64>(0)
+  private let completes = Atomic<UInt64>(0)
+  private let completesRefused = Atomic<UInt64>(0)
+  private let timeouts = Atomic<UInt64>(0)
 
   /// Connects to `address` (nil: the session bus), owns `name` and starts
   /// answering on the thread that then calls ``run()`` or
@@ -150,7 +183,9 @@ public final class DBusService: @unchecked Sendable {
   @discardableResult
   public func dispatch(timeoutMs: Int32) -> Bool {
     guard !closed else { return false }
-    let ok = link.step(timeoutMs: timeoutMs)
+    runDeferred()
+    let ok = link.step(timeoutMs: deferred.isEmpty ? timeoutMs : 0)
+    runDeferred()
     if !ok { log(.error, "the connection to the bus daemon was lost") }
     return ok && !stopFlag.load(ordering: .relaxed)
   }
@@ -161,9 +196,10 @@ public final class DBusService: @unchecked Sendable {
   ///   is lost.
   public func run() throws(OrdoError) {
     while !stopFlag.load(ordering: .relaxed) {
-      guard !closed, link.step(timeoutMs: -1) else {
+      guard !closed, link.step(timeoutMs: deferred.isEmpty ? -1 : 0) else {
         throw OrdoError(.dbus, "the connection to the bus daemon was lost")
       }
+      runDeferred()
     }
   }
 
@@ -180,6 +216,13 @@ public final class DBusService: @unchecked Sendable {
     closed = true
     for (id, _) in ownerOf { try? bus.unregister(id) }
     ownerOf.removeAll()
+    timeoutOf.removeAll()
+    for d in deferred {
+      if case .call(let m) = d, !m.noReply, let e = m.error("dev.ordo.Error.Dbus", "the service stopped before running this call") {
+        link.send(e)
+      }
+    }
+    deferred.removeAll()
     byPeer.removeAll()
     link.close()
     log(.info, "stopped serving \(name)")
@@ -193,15 +236,53 @@ public final class DBusService: @unchecked Sendable {
   // MARK: - Dispatch
 
   private func handle(_ m: DBusMessageRef) {
+    handle(m, replay: false)
+    if loopWaits == 0 { runDeferred() }
+  }
+
+  /// Whether a call must wait for the running pass: `Commit`s while a pass
+  /// waits for a writer on this thread; `Register`, `Unregister` and
+  /// `Commit` while a pass on another thread waits (they would wait for the
+  /// bus that pass holds); and any of them behind calls already queued.
+  private func mustQueue(_ member: String) -> Bool {
+    guard member == "Commit" || member == "Register" || member == "Unregister" else { return false }
+    if member == "Commit" && loopWaits > 0 { return true }
+    if loopWaits == 0 && !deferred.isEmpty { return true }
+    return slot.active?.foreign == true
+  }
+
+  /// Runs the queued calls in arrival order, unless a pass still waits.
+  private func runDeferred() {
+    guard loopWaits == 0, !draining, !closed else { return }
+    draining = true
+    defer { draining = false }
+    while !deferred.isEmpty {
+      if slot.active?.foreign == true { return }
+      switch deferred.removeFirst() {
+      case .call(let m): handle(m, replay: true)
+      case .peerLeft(let name): removePeer(name)
+      }
+    }
+  }
+
+  private func handle(_ m: DBusMessageRef, replay: Bool) {
     if m.type == ORDO_DBUS_MESSAGE_TYPE_SIGNAL {
       handleSignal(m)
       return
     }
-    methodCalls += 1
     let member = m.member ?? ""
     let path = m.path ?? ""
     let sender = m.sender ?? ""
-    log(.debug, "\(sender) calls \(m.interface ?? "-").\(member)(\(m.signature)) on \(path)")
+    if !replay {
+      methodCalls += 1
+      log(.debug, "\(sender) calls \(m.interface ?? "-").\(member)(\(m.signature)) on \(path)")
+      if path == ordoObjectPath && (m.interface == nil || m.interface == ordoInterface) && mustQueue(member) {
+        queued += 1
+        deferred.append(.call(m))
+        log(.debug, "\(sender) \(member) queued until the running pass ends (\(deferred.count) queued)")
+        return
+      }
+    }
     do throws(OrdoServiceError) {
       let mark = link.mark
       let reply = try route(m, path: path, member: member, sender: sender)
@@ -305,6 +386,7 @@ public final class DBusService: @unchecked Sendable {
     let writes = try r.stringArray("writes", limit: limits.maxKeypathsPerCall)
     var priority: Int32?
     var flags: ContractFlags = []
+    var timeoutMs = limits.defaultWriterTimeoutMs
     var opts = r.recurse()
     var seen = 0
     while !opts.atEnd {
@@ -328,15 +410,17 @@ public final class DBusService: @unchecked Sendable {
         if ordo_iter_get_bool(&v.iter) != 0 { flags.insert(.notifyInitial) }
       case "timeout-ms":
         try need("u")
+        timeoutMs = ordo_iter_get_uint32(&v.iter)
+        guard timeoutMs > 0 else { throw .invalidArgs("Register: option \"timeout-ms\" must be at least 1") }
+        guard timeoutMs <= limits.maxWriterTimeoutMs else {
+          throw .ordo(OrdoError(.limit, "Register: timeout-ms \(timeoutMs) is more than \(limits.maxWriterTimeoutMs) (limit max-writer-timeout-ms)"))
+        }
       default:
         throw .invalidArgs("Register: unknown option \"\(key)\"; the options are priority (i), notify-initial (b), timeout-ms (u)")
       }
     }
     if reads.count + writes.count > limits.maxKeypathsPerCall {
       throw .ordo(OrdoError(.limit, "contract \"\(name)\" declares \(reads.count + writes.count) patterns, more than \(limits.maxKeypathsPerCall) (limit max-keypaths-per-call)"))
-    }
-    guard writes.isEmpty else {
-      throw .ordo(OrdoError(.invalidArgument, "contract \"\(name)\" has a write set [\(writes.joined(separator: ", "))]: writer contracts are not available over D-Bus yet; register an observer (empty write set)"))
     }
     let mine = byPeer[sender]?.count ?? 0
     guard mine < limits.maxContractsPerPeer else {
@@ -347,15 +431,30 @@ public final class DBusService: @unchecked Sendable {
       throw .ordo(OrdoError(.limit, "the bus already has \(total) contracts (limit max-contracts \(limits.maxContracts))"))
     }
     let owner = sender
-    let spec = ContractSpec(name: name, reads: reads, writes: [], priority: priority, flags: flags) { [weak self] note in
-      self?.notify(owner: owner, note)
+    let writer = !writes.isEmpty
+    let timeout = timeoutMs
+    let spec = ContractSpec(name: name, reads: reads, writes: writes, priority: priority, flags: flags) { [weak self] note in
+      guard let self else { return }
+      if writer {
+        try self.writerCall(owner: owner, name: name, timeoutMs: timeout, note)
+      } else {
+        self.notify(owner: owner, note)
+      }
     }
     let handle: ContractHandle
+    // A writer called initially during registration answers its Notify
+    // only once it knows its path: writerCall sends this reply first.
+    initialRegister = writer && flags.contains(.notifyInitial) ? (m, false) : nil
+    defer { initialRegister = nil }
+    loopInBusCall.add(1, ordering: .relaxed)
+    defer { loopInBusCall.subtract(1, ordering: .relaxed) }
     do { handle = try bus.register(spec) } catch { throw .ordo(error) }
     ownerOf[handle.id] = sender
     byPeer[sender, default: []].insert(handle.id)
+    if writer { timeoutOf[handle.id] = timeoutMs }
     let path = ordoContractPathPrefix + String(handle.id)
-    log(.info, "\(sender) registered contract \(handle.id) \"\(name)\" reads [\(reads.joined(separator: ", "))]\(priority.map { " priority \($0)" } ?? "")")
+    log(.info, "\(sender) registered contract \(handle.id) \"\(name)\" reads [\(reads.joined(separator: ", "))]\(writer ? " writes [\(writes.joined(separator: ", "))] timeout \(timeoutMs) ms" : "")\(priority.map { " priority \($0)" } ?? "")")
+    if initialRegister?.replied == true { return nil }
     return reply(m) { $0.objectPath(path) }
   }
 
@@ -384,6 +483,9 @@ public final class DBusService: @unchecked Sendable {
       throw .accessDenied("contract \(path) was registered by \(owner); only that peer may unregister it")
     }
     forget(id, owner)
+    if let a = slot.active, a.contract == id { slot.post(a, .unregistered) }
+    loopInBusCall.add(1, ordering: .relaxed)
+    defer { loopInBusCall.subtract(1, ordering: .relaxed) }
     do { try bus.unregister(id) } catch { throw .ordo(error) }
     log(.info, "\(sender) unregistered contract \(id)")
     return reply(m) { _ in }
@@ -391,6 +493,7 @@ public final class DBusService: @unchecked Sendable {
 
   private func forget(_ id: ContractID, _ owner: String) {
     ownerOf[id] = nil
+    timeoutOf[id] = nil
     byPeer[owner]?.remove(id)
     if byPeer[owner]?.isEmpty == true { byPeer[owner] = nil }
   }
@@ -421,6 +524,8 @@ public final class DBusService: @unchecked Sendable {
     var r = m.reader()
     let w = try readWrites(&r, "Commit")
     commits += 1
+    loopInBusCall.add(1, ordering: .relaxed)
+    defer { loopInBusCall.subtract(1, ordering: .relaxed) }
     bus.begin()
     let txn: UInt64
     do throws(OrdoError) {
@@ -496,13 +601,42 @@ public final class DBusService: @unchecked Sendable {
     var r = m.reader()
     let path: String
     do { path = try r.string("contract") } catch { throw .invalidArgs(error.message) }
-    guard let id = contractID(path), bus.contract(id) != nil else {
+    guard let id = contractID(path), let owner = ownerOf[id] else {
+      if let id = contractID(path), bus.contract(id) != nil {
+        throw .accessDenied("contract \(path) belongs to the process that publishes the bus; only its owner may complete its calls")
+      }
       throw .ordo(OrdoError(.notFound, "no contract at \(path)"))
     }
-    guard ownerOf[id] == sender else {
-      throw .accessDenied("contract \(path) was not registered by \(sender); only its owner may complete its calls")
+    guard owner == sender else {
+      throw .accessDenied("contract \(path) was registered by \(owner), not by \(sender); only its owner may complete its calls")
     }
-    throw .ordo(OrdoError(.invalidArgument, "contract \(path) is an observer (empty write set): it has no call to complete; writer contracts are not available over D-Bus yet"))
+    guard timeoutOf[id] != nil else {
+      throw .ordo(OrdoError(.invalidArgument, "contract \(path) is an observer (empty write set): it has no call to complete"))
+    }
+    let txn = r.uint64()
+    guard let a = slot.active, a.contract == id, a.transaction == txn else {
+      let what = slot.active.map { $0.contract == id ? "its call for transaction \($0.transaction) is awaited" : "no call of it is awaited now" } ?? "no call of it is awaited now"
+      throw .other(name: "dev.ordo.Error.Stale", message: "Complete of \(path) for transaction \(txn): \(what) (a call that timed out, or an old or wrong transaction id)")
+    }
+    let batch: [Write]
+    do throws(OrdoServiceError) {
+      let w = try readWrites(&r, "Complete")
+      var b: [Write] = []
+      b.reserveCapacity(w.set.count + w.touch.count + w.remove.count)
+      for (k, v) in w.set { b.append(.set(k, v)) }
+      for k in w.touch { b.append(.touch(k)) }
+      for k in w.remove { b.append(k.hasSuffix(".**") ? .removeTree(String(k.dropLast(3))) : .remove(k)) }
+      batch = b
+    } catch {
+      // The awaited call is answered, badly: the pass goes on without it.
+      if slot.post(a, .refused("\(error.name): \(error.message)")) { completesRefused.add(1, ordering: .relaxed) }
+      throw error
+    }
+    guard slot.post(a, .writes(batch, m)) else {
+      throw .other(name: "dev.ordo.Error.Stale", message: "Complete of \(path) for transaction \(txn) came after its wait ended")
+    }
+    // The reply is sent once the writes are applied (or refused).
+    return nil
   }
 
   private func contractsReply(_ m: DBusMessageRef) throws(OrdoServiceError) -> DBusMessageRef? {
@@ -528,6 +662,7 @@ public final class DBusService: @unchecked Sendable {
             d.entry("position", uint32: UInt32(clamping: c.position))
             d.entry("failures", uint64: c.failures)
             d.entry("last-txn", uint64: c.lastTransaction)
+            if let t = self.timeoutOf[c.id] { d.entry("timeout-ms", uint32: t) }
           }
         }
       }
@@ -545,7 +680,12 @@ public final class DBusService: @unchecked Sendable {
     d.entry("notify-dropped", uint64: link.dropped)
     d.entry("notify-truncated", uint64: notifyTruncated.load(ordering: .relaxed))
     d.entry("failures", uint64: s.failures)
-    d.entry("timeouts", uint64: 0)
+    d.entry("timeouts", uint64: timeouts.load(ordering: .relaxed))
+    d.entry("writer-calls", uint64: writerCalls.load(ordering: .relaxed))
+    d.entry("completes", uint64: completes.load(ordering: .relaxed))
+    d.entry("completes-refused", uint64: completesRefused.load(ordering: .relaxed))
+    d.entry("queued", uint64: queued)
+    d.entry("queued-now", uint64: UInt64(deferred.count))
     d.entry("rollbacks", uint64: s.rollbacks)
     d.entry("values", uint64: UInt64(s.values))
     d.entry("method-calls", uint64: methodCalls)
@@ -603,18 +743,103 @@ public final class DBusService: @unchecked Sendable {
     guard m.member == "NameOwnerChanged", m.signature == "sss" else { return }
     var r = m.reader()
     guard let name = try? r.string("name"), let _ = try? r.string("old"), let new = try? r.string("new") else { return }
-    guard name.hasPrefix(":"), new.isEmpty, let ids = byPeer[name] else { return }
+    guard name.hasPrefix(":"), new.isEmpty, byPeer[name] != nil else { return }
+    // A writer awaited from a peer that left is timed out at once.
+    if let a = slot.active, a.owner == name { slot.post(a, .ownerLeft) }
+    if slot.active?.foreign == true || (loopWaits == 0 && !deferred.isEmpty) {
+      deferred.append(.peerLeft(name))
+    } else {
+      removePeer(name)
+    }
+  }
+
+  private func removePeer(_ name: String) {
+    guard let ids = byPeer[name] else { return }
     byPeer[name] = nil
     peersLeft += 1
+    loopInBusCall.add(1, ordering: .relaxed)
+    defer { loopInBusCall.subtract(1, ordering: .relaxed) }
     for id in ids.sorted() {
       ownerOf[id] = nil
+      timeoutOf[id] = nil
       try? bus.unregister(id)
     }
     log(.info, "\(name) left the bus: removed its \(ids.count) contract\(ids.count == 1 ? "" : "s")")
   }
 
+  /// A remote writer contract's call: sends its `Notify`, waits for its
+  /// `Complete` (serving other peers meanwhile), then applies the writes,
+  /// all or nothing, in this callback and answers the `Complete`.
+  ///
+  /// On the service thread the wait is a nested dispatch loop with the
+  /// callback's checks suspended: `Get`/`Snapshot`/`Register`/`Unregister`
+  /// … are answered, `Commit`s queue. On another thread (a host committing
+  /// on its own thread) the callback waits on a condition variable; the
+  /// service thread parks the `Complete` and queues `Register`,
+  /// `Unregister` and `Commit` (they would wait for the bus this pass holds).
+  private func writerCall(owner: String, name: String, timeoutMs: UInt32, _ note: Notification) throws {
+    let onLoop = link.isLoopThread
+    if onLoop, let r = initialRegister, !r.replied, let ret = r.call.methodReturn() {
+      var w = ret.writer()
+      w.objectPath(ordoContractPathPrefix + String(note.contract))
+      link.send(ret)
+      initialRegister?.replied = true
+    }
+    writerCalls.add(1, ordering: .relaxed)
+    let a = WriterAwait(contract: note.contract, transaction: note.transaction, owner: owner, name: name, timeoutMs: Int32(clamping: timeoutMs), foreign: !onLoop)
+    slot.begin(a)
+    notify(owner: owner, note, droppable: false)
+    if onLoop {
+      loopWaits += 1
+      bus.withCallbackSuspended {
+        while !slot.ended(a) {
+          let left = a.deadline - Link.nowMs()
+          if left <= 0 { break }
+          if stopFlag.load(ordering: .relaxed) || closed || !link.step(timeoutMs: Int32(clamping: left)) {
+            slot.post(a, .stopped)
+          }
+        }
+      }
+      loopWaits -= 1
+    } else {
+      slot.wait(a) { loopInBusCall.load(ordering: .relaxed) > 0 }
+    }
+    let outcome = slot.end(a)
+    // The service thread runs what it queued meanwhile.
+    if !onLoop { link.wake() }
+    let who = "writer contract \(note.contract) \"\(name)\" of \(owner)"
+    switch outcome {
+    case .writes(let batch, let call):
+      do {
+        try bus.write(batch)
+      } catch {
+        completesRefused.add(1, ordering: .relaxed)
+        log(.warning, "\(who): Complete of transaction \(note.transaction) refused, none of its \(batch.count) writes applied: \(error.code.camelName): \(error.message)")
+        if !call.noReply, let e = call.error("dev.ordo.Error." + error.code.camelName, error.message) { link.send(e) }
+        throw error
+      }
+      completes.add(1, ordering: .relaxed)
+      if !call.noReply, let ret = call.methodReturn() { link.send(ret) }
+    case .refused(let why):
+      throw RemoteWriterFailure(description: "\(who): its Complete of transaction \(note.transaction) could not be read: \(why)")
+    case .timedOut, .ownerLeft, .serviceBusy:
+      timeouts.add(1, ordering: .relaxed)
+      let why =
+        switch outcome {
+        case .ownerLeft: "left the bus while its call was awaited"
+        case .serviceBusy: "cannot be served: the service thread waits for the bus this pass holds (commit on the service thread, see docs/dbus.md)"
+        default: "did not complete within \(timeoutMs) ms"
+        }
+      let message = "\(who) \(why) (transaction \(note.transaction)); the pass goes on without its writes"
+      log(.warning, message)
+      throw RemoteWriterFailure(description: message)
+    case .unregistered, .stopped:
+      return
+    }
+  }
+
   /// Sends a remote contract's `Notify`. Runs on the committing thread.
-  private func notify(owner: String, _ note: Notification) {
+  private func notify(owner: String, _ note: Notification, droppable: Bool = true) {
     guard let m = DBusMessageRef.signal(path: ordoObjectPath, interface: ordoInterface, member: "Notify") else { return }
     m.setDestination(owner)
     let values = bus.values(of: note)
@@ -642,6 +867,6 @@ public final class DBusService: @unchecked Sendable {
     w.stringArray(changed)
     w.valueDict(entries)
     notifySent.add(1, ordering: .relaxed)
-    link.send(m, droppable: true)
+    link.send(m, droppable: droppable)
   }
 }

@@ -26,6 +26,8 @@ let usage = """
     --max-value-bytes N          bytes in one string/bytes value (default 1048576)
     --max-message-bytes N        size of a reply or Notify built (default 33554432)
     --max-outgoing-bytes N       outgoing queue before Notify signals drop (default 67108864)
+    --writer-timeout-ms N        a writer contract's default timeout-ms (default 2000)
+    --max-writer-timeout-ms N    the largest timeout-ms a writer may ask for (default 60000)
     -h, --help                   show this help
 
   """
@@ -67,6 +69,8 @@ while !args.isEmpty {
   case "--max-value-bytes": limits.maxValueBytes = number(a, &args)
   case "--max-message-bytes": limits.maxMessageBytes = number(a, &args)
   case "--max-outgoing-bytes": limits.maxOutgoingBytes = number(a, &args)
+  case "--writer-timeout-ms": limits.defaultWriterTimeoutMs = UInt32(clamping: number(a, &args))
+  case "--max-writer-timeout-ms": limits.maxWriterTimeoutMs = UInt32(clamping: number(a, &args))
   case "-h", "--help":
     writeLine(1, usage)
     exit(0)

@@ -235,10 +235,10 @@ class Errors(DBusTest):
         # DuplicateName across peers.
         p.register("same", ["a"])
         self.assertRemoteError(E("DuplicateName"), q.register, "same", ["b"], contains="same")
-        # InvalidArgument: empty name; writer contracts are not available yet.
+        # InvalidArgument: empty name; an every-transaction contract that writes.
         self.assertRemoteError(E("InvalidArgument"), p.register, "", ["a"])
-        e = self.assertRemoteError(E("InvalidArgument"), p.register, "writer", ["a"], ["b"])
-        self.assertIn("writer contracts", e.message)
+        e = self.assertRemoteError(E("InvalidArgument"), p.register, "writer", [], ["b"])
+        self.assertIn("every-transaction", e.message)
         # AccessDenied.
         path = p.register("mine", ["a"])
         self.assertRemoteError(E("AccessDenied"), q.unregister, path, contains=p.unique_name)
