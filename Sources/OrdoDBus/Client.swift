@@ -44,6 +44,24 @@ public struct RemoteNotification: Sendable, Hashable {
   public let values: [String: Value]
 }
 
+/// The writes a remote writer contract answers its `Notify` with (its
+/// `Complete`): applied all or nothing, sets, then touches, then removes
+/// (`k.**` removes the tree).
+public struct RemoteWrites: Sendable, Hashable {
+  public var set: [String: Value]
+  public var touch: [String]
+  public var remove: [String]
+
+  /// Nothing to write.
+  public static let none = RemoteWrites()
+
+  public init(set: [String: Value] = [:], touch: [String] = [], remove: [String] = []) {
+    self.set = set
+    self.touch = touch
+    self.remove = remove
+  }
+}
+
 /// A value in a dictionary returned by `Contracts` or `Stats`.
 public enum RemoteField: Sendable, Hashable, CustomStringConvertible {
   case string(String)
@@ -79,6 +97,11 @@ public final class OrdoClient {
   /// Reply timeout for calls.
   public var timeoutMs: Int32
   private var callbacks: [String: (RemoteNotification) -> Void] = [:]
+  private var writers: [String: (RemoteNotification) -> RemoteWrites] = [:]
+  /// Told when the bus refuses a writer's `Complete` (a rule broken, a
+  /// timeout passed: `dev.ordo.Error.Stale` …): the contract path, the txn
+  /// and the error. None of that `Complete`'s writes was applied.
+  public var onCompleteError: ((String, UInt64, OrdoRemoteError) -> Void)?
   private var open = true
 
   /// Connects to `address` (nil: the session bus from
@@ -165,10 +188,55 @@ public final class OrdoClient {
     return path
   }
 
+  /// Registers a writer contract: for each `Notify`, ``process(timeoutMs:)``
+  /// calls `body` and answers with a `Complete` carrying the writes it
+  /// returns, which join the transaction (all or nothing; see
+  /// ``onCompleteError``). The bus waits for the answer up to `timeoutMs`
+  /// (nil: the service's default), so keep calling ``process(timeoutMs:)``,
+  /// and do not commit from this client while a pass may wait for it (a
+  /// `Commit` queues behind the running pass). Returns the contract's path.
+  @discardableResult
+  public func registerWriter(
+    name: String, reads: [String], writes: [String], priority: Int32? = nil, notifyInitial: Bool = false,
+    timeoutMs: UInt32? = nil, _ body: @escaping (RemoteNotification) -> RemoteWrites
+  ) throws(OrdoRemoteError) -> String {
+    let r = try call("Register") { w in
+      w.string(name)
+      w.stringArray(reads)
+      w.stringArray(writes)
+      w.dict { d in
+        if let priority { d.entry("priority", int32: priority) }
+        if notifyInitial { d.entry("notify-initial", bool: true) }
+        if let timeoutMs { d.entry("timeout-ms", uint32: timeoutMs) }
+      }
+    }
+    guard r.signature == "o" else { throw Self.bad("Register") }
+    var rd = r.reader()
+    guard let path = try? rd.string("contract") else { throw Self.bad("Register") }
+    writers[path] = body
+    return path
+  }
+
+  /// Answers a writer's call: applies nothing unless the bus accepts all.
+  private func complete(_ note: RemoteNotification, _ writes: RemoteWrites) {
+    do {
+      _ = try call("Complete") { w in
+        w.objectPath(note.contract)
+        w.uint64(note.transaction)
+        w.valueDict(writes.set.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
+        w.stringArray(writes.touch)
+        w.stringArray(writes.remove)
+      }
+    } catch {
+      onCompleteError?(note.contract, note.transaction, error)
+    }
+  }
+
   /// Unregisters one of this client's contracts.
   public func unregister(_ path: String) throws(OrdoRemoteError) {
     _ = try call("Unregister") { $0.objectPath(path) }
     callbacks[path] = nil
+    writers[path] = nil
   }
 
   /// Commits one transaction: sets, then touches, then removes (`k.**`
@@ -324,6 +392,9 @@ public final class OrdoClient {
       let note = RemoteNotification(contract: path, transaction: txn, changed: changed, values: values)
       if let cb = callbacks[path] {
         cb(note)
+        any = true
+      } else if let body = writers[path] {
+        complete(note, body(note))
         any = true
       }
     }

@@ -1,5 +1,6 @@
 import Ordo
 import OrdoDBus
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -141,4 +142,128 @@ import Glibc
 final class ServiceBox: @unchecked Sendable {
   let service: DBusService
   init(_ s: DBusService) { service = s }
+}
+
+/// Starts a private dbus-daemon; returns its address and pid (kill with SIGKILL).
+private func startPrivateDaemon() throws -> (String, pid_t) {
+  var fds: [Int32] = [0, 0]
+  #expect(pipe(&fds) == 0)
+  var actions = posix_spawn_file_actions_t()
+  posix_spawn_file_actions_init(&actions)
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
+  posix_spawn_file_actions_addclose(&actions, fds[0])
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+  let args = ["dbus-daemon", "--session", "--nofork", "--nopidfile", "--print-address=1"]
+  var argv: [UnsafeMutablePointer<CChar>?] = args.map { strdup($0) } + [nil]
+  var attr = posix_spawnattr_t()
+  posix_spawnattr_init(&attr)
+  var empty = sigset_t()
+  sigemptyset(&empty)
+  posix_spawnattr_setsigmask(&attr, &empty)
+  posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK))
+  defer { posix_spawnattr_destroy(&attr) }
+  var pid: pid_t = 0
+  let rc = posix_spawnp(&pid, "dbus-daemon", &actions, &attr, &argv, nil)
+  for p in argv { free(p) }
+  posix_spawn_file_actions_destroy(&actions)
+  close(fds[1])
+  try #require(rc == 0, "cannot start dbus-daemon")
+  var line: [UInt8] = []
+  var byte: UInt8 = 0
+  while read(fds[0], &byte, 1) == 1, byte != UInt8(ascii: "\n") { line.append(byte) }
+  close(fds[0])
+  return (String(decoding: line, as: UTF8.self), pid)
+}
+
+/// A remote writer client answering on its own thread.
+final class WriterThread: @unchecked Sendable {
+  let address: String
+  let stop = Atomic<Bool>(false)
+  let ready = Atomic<Bool>(false)
+  let answered = Atomic<Int>(0)
+  var tid = pthread_t()
+  init(address: String) { self.address = address }
+
+  func run() {
+    guard let client = try? OrdoClient(address: address, name: "dev.ordo.Test", timeoutMs: 5000) else { return }
+    // computed data (-1): total = a + b, read by a local data contract.
+    _ = try? client.registerWriter(name: "total", reads: ["in.*"], writes: ["out.total"], priority: -1, timeoutMs: 5000) { note in
+      // Snapshot for the inputs not in this Notify; the Notify's values are
+      // the running transaction's (a Snapshot during a pass on a host
+      // thread sees the last committed state).
+      var inputs: [String: Value] = [:]
+      for (k, v) in (try? client.snapshot(["in.*"]))?.values ?? [] { inputs[k] = v }
+      inputs.merge(note.values) { $1 }
+      var sum: Int64 = 0
+      for (_, v) in inputs { if case .int64(let x) = v { sum += x } }
+      self.answered.add(1, ordering: .relaxed)
+      return RemoteWrites(set: ["out.total": .int64(sum)])
+    }
+    ready.store(true, ordering: .relaxed)
+    while !stop.load(ordering: .relaxed) { client.process(timeoutMs: 50) }
+    client.close()
+  }
+}
+
+/// A remote writer contract (OrdoClient.registerWriter) whose output a
+/// local Swift contract on the published bus reads: passes run on the
+/// service thread (a remote Commit) and on another thread (a local commit).
+@Test func remoteWriterFeedsLocalContract() throws {
+  let (address, pid) = try startPrivateDaemon()
+  defer {
+    kill(pid, SIGKILL)
+    var st: Int32 = 0
+    waitpid(pid, &st, 0)
+  }
+  let bus = Bus()
+  let service = try DBusService(bus: bus, address: address, name: "dev.ordo.Test")
+  let box = ServiceBox(service)
+  var tid = pthread_t()
+  pthread_create(&tid, nil, { raw in
+    let box = Unmanaged<ServiceBox>.fromOpaque(raw!).takeRetainedValue()
+    try? box.service.run()
+    return nil
+  }, Unmanaged.passRetained(box).toOpaque())
+  defer {
+    service.stop()
+    pthread_join(tid, nil)
+  }
+  let writer = WriterThread(address: address)
+  pthread_create(&writer.tid, nil, { raw in
+    let w = Unmanaged<WriterThread>.fromOpaque(raw!).takeRetainedValue()
+    w.run()
+    return nil
+  }, Unmanaged.passRetained(writer).toOpaque())
+  defer {
+    writer.stop.store(true, ordering: .relaxed)
+    pthread_join(writer.tid, nil)
+  }
+  let deadline = time(nil) + 10
+  while !writer.ready.load(ordering: .relaxed) && time(nil) < deadline { usleep(10_000) }
+  let ready = writer.ready.load(ordering: .relaxed)
+  try #require(ready)
+
+  let seen = Mutex<[Int64]>([])
+  try bus.register(name: "local-view", reads: ["out.total"], writes: ["out.label"]) { _ in
+    if case .int64(let t)? = try bus.value("out.total") {
+      seen.withLock { $0.append(t) }
+      try bus.set("out.label", .string("total \(t)"))
+    }
+  }
+  // A remote Commit: the pass runs on the service thread.
+  let client = try OrdoClient(address: address, name: "dev.ordo.Test", timeoutMs: 5000)
+  #expect(try client.commit(set: [("in.a", .int64(2)), ("in.b", .int64(3))]) == 1)
+  #expect(seen.withLock { $0 } == [5])
+  #expect(try client.get("out.label").value == .string("total 5"))
+  // A local commit on this thread: the writer is served by hand-over.
+  bus.begin()
+  try bus.set("in.b", .int64(10))
+  #expect(try bus.commit() == 2)
+  #expect(seen.withLock { $0 } == [5, 12])
+  #expect(try bus.get("out.label") == .string("total 12"))
+  #expect(writer.answered.load(ordering: .relaxed) == 2)
+  let stats = try client.stats()
+  #expect(stats.first { $0.0 == "completes" }?.1 == .uint(2))
+  #expect(stats.first { $0.0 == "timeouts" }?.1 == .uint(0))
+  client.close()
 }
