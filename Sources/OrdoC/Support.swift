@@ -314,6 +314,19 @@ final class CContract: @unchecked Sendable {
     let bus = owner.handle
     let changed = note.changed
     let n = changed.count
+    if n == 1 {
+      // The common case: one keypath, passed without copying (a native
+      // Swift string is stored NUL-terminated).
+      changed[0].withCString { k in
+        withUnsafeTemporaryAllocation(of: UnsafePointer<CChar>?.self, capacity: 2) { pointers in
+          pointers[0] = k
+          pointers[1] = nil
+          var cnote = ordo_notification(txn: note.transaction, contract: note.contract, changed: UnsafePointer(pointers.baseAddress!), n_changed: 1)
+          callback(bus, &cnote, userData)
+        }
+      }
+      return
+    }
     let pointerBytes = (n + 1) * MemoryLayout<UnsafePointer<CChar>?>.stride
     var bytes = pointerBytes
     for k in changed { bytes += k.utf8.count + 1 }
