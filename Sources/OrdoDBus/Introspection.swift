@@ -49,7 +49,7 @@ public let introspectionXML: String = #"""
       <arg name="counters" type="a{st}" direction="out"/>
       <arg name="txn" type="t" direction="out"/>
     </method>
-    <!-- A writer contract's answer to its Notify (not available yet). -->
+    <!-- A writer contract's answer to its Notify: its writes, all or nothing. -->
     <method name="Complete">
       <arg name="contract" type="o" direction="in"/>
       <arg name="txn" type="t" direction="in"/>
