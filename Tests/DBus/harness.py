@@ -301,3 +301,24 @@ class Monitor:
 
     def close(self):
         self.conn.close()
+
+
+def start_c_host(test):
+    """Builds Tests/DBus/dbus_host.c against the built libordo, starts it on
+    a private bus of its own (without ordod) and waits for its "ready" line.
+    Sets test.env and test.host; both are cleaned up with the test."""
+    test.env = Env(start_ordod=False)
+    test.addCleanup(test.env.close)
+    root = os.path.dirname(os.path.dirname(DOC_XML))
+    lib = os.path.dirname(ORDOD)
+    exe = os.path.join(test.env.dir, "dbus_host")
+    cc = os.environ.get("CC", "cc")
+    subprocess.run([cc, "-std=c99", "-Wall", "-Wextra", "-Werror", "-D_POSIX_C_SOURCE=200809L", "-o", exe,
+                    os.path.join(root, "Tests", "DBus", "dbus_host.c"), "-I", os.path.join(root, "include"),
+                    "-L", lib, "-lordo", "-Wl,-rpath," + lib, "-lpthread"], check=True, timeout=120)
+    env = dict(os.environ)
+    env.pop("DBUS_SESSION_BUS_ADDRESS", None)
+    test.host = spawn([exe, test.env.address, NAME], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    test.addCleanup(stop, test.host, signal.SIGKILL)
+    line = read_line(test.host.stdout, 20, "dbus_host's ready line")
+    test.assertEqual(line, "ready", test.host.stderr.read().decode() if test.host.poll() is not None else "")

@@ -14,7 +14,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (CONTRACT_PREFIX, DOC_XML, IFACE, NAME, ORDOD, Env, Monitor, Peer, RemoteError,  # noqa: E402
+from harness import (start_c_host, CONTRACT_PREFIX, DOC_XML, IFACE, NAME, ORDOD, Env, Monitor, Peer, RemoteError,  # noqa: E402
                      read_line, spawn, stop)
 from test_dbus import DBusTest, E  # noqa: E402
 
@@ -387,20 +387,7 @@ class CHostWriters(unittest.TestCase):
     in.norm → calc.sum, and commits from a host thread (ctl.burst)."""
 
     def setUp(self):
-        self.env = Env(start_ordod=False)
-        self.addCleanup(self.env.close)
-        root = os.path.dirname(os.path.dirname(DOC_XML))
-        lib = os.path.dirname(ORDOD)
-        exe = os.path.join(self.env.dir, "dbus_host")
-        cc = os.environ.get("CC", "cc")
-        subprocess.run([cc, "-std=c99", "-Wall", "-Wextra", "-Werror", "-D_POSIX_C_SOURCE=200809L", "-o", exe,
-                        os.path.join(root, "Tests", "DBus", "dbus_host.c"), "-I", os.path.join(root, "include"),
-                        "-L", lib, "-lordo", "-Wl,-rpath," + lib, "-lpthread"], check=True, timeout=120)
-        env = dict(os.environ)
-        env.pop("DBUS_SESSION_BUS_ADDRESS", None)
-        self.host = spawn([exe, self.env.address, NAME], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-        self.addCleanup(stop, self.host, signal.SIGKILL)
-        self.assertEqual(read_line(self.host.stdout, 20, "dbus_host's ready line"), "ready")
+        start_c_host(self)
 
     def finish(self, p):
         p.commit({"ctl.quit": ("b", True)})

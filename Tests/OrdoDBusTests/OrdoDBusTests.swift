@@ -65,41 +65,13 @@ import Glibc
 
 /// A service and a client in one process, on a private dbus-daemon.
 @Test func serviceAndClientInProcess() throws {
-  var fds: [Int32] = [0, 0]
-  #expect(pipe(&fds) == 0)
-  var actions = posix_spawn_file_actions_t()
-  posix_spawn_file_actions_init(&actions)
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
-  posix_spawn_file_actions_addclose(&actions, fds[0])
-  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-  let args = ["dbus-daemon", "--session", "--nofork", "--nopidfile", "--print-address=1"]
-  var argv: [UnsafeMutablePointer<CChar>?] = args.map { strdup($0) } + [nil]
-  // The test runner's threads block some signals; the daemon must not
-  // inherit that mask, or SIGTERM would never reach it.
-  var attr = posix_spawnattr_t()
-  posix_spawnattr_init(&attr)
-  var empty = sigset_t()
-  sigemptyset(&empty)
-  posix_spawnattr_setsigmask(&attr, &empty)
-  posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK))
-  defer { posix_spawnattr_destroy(&attr) }
-  var pid: pid_t = 0
-  let rc = posix_spawnp(&pid, "dbus-daemon", &actions, &attr, &argv, nil)
-  for p in argv { free(p) }
-  posix_spawn_file_actions_destroy(&actions)
-  close(fds[1])
-  try #require(rc == 0, "cannot start dbus-daemon")
+  let (address, pid) = try startPrivateDaemon()
   defer {
     // SIGKILL: the daemon must go even if SIGTERM is blocked or ignored.
     kill(pid, SIGKILL)
     var st: Int32 = 0
     waitpid(pid, &st, 0)
   }
-  var line: [UInt8] = []
-  var byte: UInt8 = 0
-  while read(fds[0], &byte, 1) == 1, byte != UInt8(ascii: "\n") { line.append(byte) }
-  close(fds[0])
-  let address = String(decoding: line, as: UTF8.self)
   try #require(!address.isEmpty)
 
   let bus = Bus()
@@ -144,7 +116,9 @@ final class ServiceBox: @unchecked Sendable {
   init(_ s: DBusService) { service = s }
 }
 
-/// Starts a private dbus-daemon; returns its address and pid (kill with SIGKILL).
+/// Starts a private dbus-daemon; returns its address and pid (kill with
+/// SIGKILL). The test runner's threads block some signals; the daemon gets
+/// an empty signal mask so that it does not inherit them.
 private func startPrivateDaemon() throws -> (String, pid_t) {
   var fds: [Int32] = [0, 0]
   #expect(pipe(&fds) == 0)
