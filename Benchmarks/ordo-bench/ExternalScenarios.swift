@@ -125,7 +125,7 @@ func runCABI(_ s: Settings) throws -> [BenchResult] {
 func runDBus(_ s: Settings) throws -> [BenchResult] {
   func unavailable(_ reason: String) -> [BenchResult] {
     [
-      .unavailable("dbus", "notify_per_s", target: "none", reason: reason),
+      .unavailable("dbus", "notify_per_s", target: "vs raw-libdbus-signals >= 0.8", reason: reason),
       .unavailable("dbus", "roundtrip_us", target: "none", reason: reason),
     ]
   }
@@ -165,7 +165,7 @@ func runDBus(_ s: Settings) throws -> [BenchResult] {
   else {
     return unavailable("the D-Bus benchmark program failed (exit \(client.process.terminationStatus))")
   }
-  var notify = BenchResult(scenario: "dbus", metric: "notify_per_s", ordo: rate, target: "none", met: nil)
+  var notify = BenchResult(scenario: "dbus", metric: "notify_per_s", ordo: rate, target: "vs raw-libdbus-signals >= 0.8", met: rate / raw >= 0.8)
   notify.comparators = [("raw-libdbus-signals", raw)]
   notify.ratios = [("vs raw-libdbus-signals", rate / raw)]
   var latency = BenchResult(scenario: "dbus", metric: "roundtrip_us", ordo: rt, target: "none", met: nil)
