@@ -169,8 +169,33 @@ public final class Bus: @unchecked Sendable {
       setValue(n, n.original)
     }
     let undo = journal.undo
+    pruneCreated()
     journal.reset()
     return undo
+  }
+
+  /// The number of keypath nodes the store keeps (for tests).
+  var nodeCount: Int {
+    lock.lock()
+    defer { lock.unlock() }
+    return nodes.count
+  }
+
+  /// Forgets the nodes this transaction created that hold nothing at its end
+  /// (no value, no counter, no descendants): a rolled-back or cancelled
+  /// transaction leaves the store as it found it. Lock held.
+  private func pruneCreated() {
+    for n in journal.created.reversed() where n.value == nil && n.counter == 0 && n.children.isEmpty {
+      var parent = root
+      for id in n.ids.dropLast() {
+        guard let next = parent.children[id] else { break }
+        parent = next
+      }
+      if let last = n.ids.last, parent.children[last] === n {
+        parent.children[last] = nil
+        nodes[n.key] = nil
+      }
+    }
   }
 
   /// Whether the calling thread has a transaction open or runs a callback:
@@ -233,6 +258,7 @@ public final class Bus: @unchecked Sendable {
         let next = KeyNode(key: i == parts.count - 1 ? k : prefix, ids: ids)
         node.children[id] = next
         nodes[next.key] = next
+        journal.created.append(next)
         node = next
       }
     }
@@ -505,6 +531,7 @@ public final class Bus: @unchecked Sendable {
   /// held and ownership held on entry; ownership released on return.
   private func runPass() -> UInt64 {
     guard journal.records.contains(where: journal.isChanged) else {
+      pruneCreated()
       journal.reset()
       depth = 0
       release()
@@ -559,6 +586,7 @@ public final class Bus: @unchecked Sendable {
       n.bumpSerial = bump
       n.counter += 1
     }
+    pruneCreated()
     journal.reset()
     inPass = false
     depth = 0

@@ -94,6 +94,8 @@ struct Journal {
   var originals: [KeyNode] = []
   /// Run, last first, when the transaction is rolled back.
   var undo: [@Sendable () -> Void] = []
+  /// Nodes created by this transaction, in creation order (parents first).
+  var created: [KeyNode] = []
 
   /// Records `node` as written, resetting its record fields on first write.
   mutating func record(_ node: KeyNode) {
@@ -142,6 +144,7 @@ struct Journal {
     serial += 1
     records.removeAll(keepingCapacity: true)
     originals.removeAll(keepingCapacity: true)
+    created.removeAll(keepingCapacity: true)
     undo.removeAll()
   }
 }

@@ -131,4 +131,29 @@ import Testing
     #expect(bus.transactionID == 2)
     #expect(try bus.commitWith { try bus.set("j", .int64(2)) } == 3)
   }
+
+  @Test func transactionsThatLeaveNothingLeaveNoNodes() throws {
+    let bus = Bus()
+    try bus.transaction { try bus.set("kept.a", .int64(1)) }
+    let before = bus.nodeCount
+    bus.begin()
+    for i in 0..<1000 { try bus.set("tmp.k\(i).v", .int64(Int64(i))) }
+    try bus.rollback()
+    #expect(bus.nodeCount == before)
+    // Set and removed again in one transaction: no change, no node.
+    try bus.transaction {
+      try bus.set("gone.x", .string("a"))
+      try bus.remove("gone.x")
+    }
+    #expect(bus.nodeCount == before)
+    #expect(try bus.snapshot(["**"]).values == ["kept.a": .int64(1)])
+    // A committed change keeps its node (its counter must not go back).
+    try bus.transaction {
+      try bus.set("c.y", .int64(1))
+      try bus.remove("c.y")
+      try bus.touch("c.z")
+    }
+    #expect(try bus.counter("c.z") == 1)
+    #expect(bus.nodeCount == before + 2)  // "c" and "c.z"
+  }
 }
