@@ -21,6 +21,7 @@ test-dbus: build
 	@python3 -c 'import jeepney' 2>/dev/null || python3 -m pip install --quiet jeepney
 	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 1200 python3 Tests/DBus/test_dbus.py
 	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 600 python3 Tests/DBus/test_writers.py
+	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 300 python3 Tests/DBus/test_hostile.py
 
 # Regenerates the embedded copy of docs/dev.ordo.Bus1.xml after editing it.
 dbus-introspection:
