@@ -26,7 +26,6 @@ public final class Bus: @unchecked Sendable {
   @exclusivity(unchecked) private var running: ContractState?
   /// Contract checks of the running callback are suspended (owner thread).
   @exclusivity(unchecked) private var suspended = false
-  @exclusivity(unchecked) private var passTransaction: UInt64 = 0
   @exclusivity(unchecked) private var passSerial: UInt64 = 0
   @exclusivity(unchecked) private var schedule = Schedule()
   @exclusivity(unchecked) private var deferredLevelSeeds: [ContractState] = []
@@ -539,7 +538,6 @@ public final class Bus: @unchecked Sendable {
     }
     lastTransaction += 1
     let txn = lastTransaction
-    passTransaction = txn
     passSerial += 1
     inPass = true
     for n in journal.records where journal.isChanged(n) {

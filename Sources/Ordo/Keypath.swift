@@ -31,14 +31,6 @@ public struct Keypath: Hashable, Sendable, CustomStringConvertible {
   /// The keypath as written.
   public var description: String { string }
 
-  /// Checks the syntax of a keypath or pattern and returns its segments.
-  /// With `allowWildcards`, `*` is accepted as a whole segment and `**` as the
-  /// last one.
-  static func scan(_ s: String, allowWildcards: Bool) throws(OrdoError) -> [Substring] {
-    _ = try parse(s, allowWildcards: allowWildcards)
-    return s.split(separator: ".", omittingEmptySubsequences: false)
-  }
-
   /// Checks the syntax of a keypath or pattern in one pass over its bytes.
   /// Returns its segments before a final `**` (`*` stays `"*"`) and whether
   /// it ends in `**`.

@@ -153,14 +153,6 @@ struct PatternIndex {
 
   /// Calls `body` for every stored write pattern that may write a keypath
   /// affecting the read pattern.
-  func forEachWriter(affecting reader: CPattern) -> [ContractState] {
-    var out: [ContractState] = []
-    forEachWriter(affecting: reader) { out.append($0) }
-    return out
-  }
-
-  /// Calls `body` for every stored write pattern that may write a keypath
-  /// affecting the read pattern.
   func forEachWriter(affecting reader: CPattern, _ body: (ContractState) -> Void) {
     let n = reader.count
     func walk(_ node: Node, _ depth: Int) {
