@@ -25,7 +25,7 @@ STRESS_TRANSACTIONS ?= 100000
 # Differential sequences per `swift test` run under TSan (it is ~10x slower).
 TSAN_DIFF_SEQUENCES ?= 30
 
-FUZZ_TARGETS := keypath scenario
+FUZZ_TARGETS := keypath scenario dbus
 FUZZ_FLAGS := -O -g -sanitize=fuzzer,address -parse-as-library -warnings-as-errors
 FUZZ_ORDO_SOURCES := $(sort $(wildcard Sources/Ordo/*.swift))
 FUZZ_CONFORMANCE_SOURCES := $(sort $(wildcard Sources/OrdoConformance/*.swift))
@@ -54,6 +54,14 @@ $(FUZZ_BUILD)/fuzz-keypath: Fuzz/KeypathFuzz.swift Tests/OrdoDifferentialTests/N
 
 $(FUZZ_BUILD)/fuzz-scenario: Fuzz/ScenarioFuzz.swift $(FUZZ_BUILD)/Ordo.o $(FUZZ_BUILD)/OrdoConformance.o
 	$(SWIFTC) $(FUZZ_FLAGS) -use-ld=lld -I $(FUZZ_BUILD) $(filter %.swift %.o,$^) -o $@
+
+# The D-Bus target is compiled with the OrdoDBus sources in its module, so
+# that it reaches the service's decoder; libdbus through the CDBus module map.
+FUZZ_DBUS_SOURCES := $(sort $(wildcard Sources/OrdoDBus/*.swift))
+FUZZ_DBUS_CFLAGS = $(patsubst -I%,-Xcc -I%,$(shell pkg-config --cflags dbus-1))
+$(FUZZ_BUILD)/fuzz-dbus: Fuzz/DBusFuzz.swift $(FUZZ_DBUS_SOURCES) $(FUZZ_BUILD)/Ordo.o
+	$(SWIFTC) $(FUZZ_FLAGS) -use-ld=lld -module-name fuzz_dbus -I $(FUZZ_BUILD) -I Sources/CDBus $(FUZZ_DBUS_CFLAGS) \
+	  $(filter %.swift %.o,$^) -ldbus-1 -o $@
 
 fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz-%)
 

@@ -500,6 +500,13 @@ public final class DBusService: @unchecked Sendable {
 
   /// Reads `a{sv} set, as touch, as remove` (Commit and, later, Complete).
   private func readWrites(_ r: inout MessageReader, _ method: String) throws(OrdoServiceError) -> (set: [(String, Value)], touch: [String], remove: [String]) {
+    try DBusService.readWrites(&r, method, limits: limits)
+  }
+
+  /// Decodes the `a{sv} set, as touch, as remove` of a `Commit` or
+  /// `Complete` body within the limits (also the entry point of the D-Bus
+  /// fuzz target, Fuzz/DBusFuzz.swift).
+  static func readWrites(_ r: inout MessageReader, _ method: String, limits: ServiceLimits) throws(OrdoServiceError) -> (set: [(String, Value)], touch: [String], remove: [String]) {
     var sets: [(String, Value)] = []
     var d = r.recurse()
     r.next()

@@ -1,0 +1,58 @@
+// libFuzzer target: arbitrary bytes as a marshalled D-Bus message, decoded
+// the way the service decodes a `Commit` or `Complete` body (signature
+// check, `a{sv}` of typed variants, `as` arrays, limits), then applied to a
+// bus in one transaction. libdbus validates the wire format; the bridge's
+// decoder and the core must refuse what is left with an error, never crash
+// or leak. Built with the OrdoDBus sources in one module (mk/hardening.mk).
+import CDBus
+import Ordo
+
+private let limits: ServiceLimits = {
+  var l = ServiceLimits()
+  l.maxKeypathsPerCall = 64
+  l.maxValueBytes = 4096
+  return l
+}()
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzDBusMessage(_ data: UnsafePointer<CChar>, _ size: Int) -> Int32 {
+  guard size < 1 << 20 else { return 0 }
+  var err = DBusError()
+  dbus_error_init(&err)
+  guard let raw = dbus_message_demarshal(data, Int32(size), &err) else {
+    dbus_error_free(&err)
+    return 0
+  }
+  let m = DBusMessageRef(owning: raw)
+  var r = m.reader()
+  let method: String
+  switch m.signature {
+  case "a{sv}asas":
+    method = "Commit"
+  case "ota{sv}asas":
+    method = "Complete"
+    r.next()
+    r.next()
+  default:
+    return 0
+  }
+  let writes: (set: [(String, Value)], touch: [String], remove: [String])
+  do {
+    writes = try DBusService.readWrites(&r, method, limits: limits)
+  } catch {
+    return 0
+  }
+  var batch: [Write] = writes.set.map { .set($0.0, $0.1) }
+  batch += writes.touch.map { .touch($0) }
+  batch += writes.remove.map { $0.hasSuffix(".**") ? .removeTree(String($0.dropLast(3))) : .remove($0) }
+  let bus = Bus()
+  bus.begin()
+  do {
+    try bus.write(batch)
+    _ = try bus.commit()
+  } catch {
+    // A refused batch changed nothing: the transaction is still open and empty.
+    if (try? bus.commit()) != 0 { fatalError("a refused batch left changes behind") }
+  }
+  return 0
+}
