@@ -42,7 +42,7 @@ final class Link: @unchecked Sendable {
   private let droppedCount = Atomic<UInt64>(0)
   private let sentCount = Atomic<UInt64>(0)
   private let loopThread = Atomic<UInt>(0)
-  private let outbox = Mutex<[(DBusMessageRef, Bool)]>([])
+  private let outbox = PThreadLocked<[(DBusMessageRef, Bool)]>([])
 
   /// Dropped droppable messages so far.
   var dropped: UInt64 { droppedCount.load(ordering: .relaxed) }
@@ -361,5 +361,30 @@ final class Link: @unchecked Sendable {
       let msg = err.message.map { String(cString: $0) } ?? "unknown error"
       throw OrdoError(.dbus, "cannot add match rule \(rule): \(msg)")
     }
+  }
+}
+
+/// A value guarded by a pthread mutex. Used instead of `Synchronization.Mutex`
+/// where other threads hand work to the loop thread: ThreadSanitizer follows
+/// pthread mutexes, not the futex `Mutex` is built on, so `make tsan` stays
+/// meaningful.
+final class PThreadLocked<Value>: @unchecked Sendable {
+  private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+  private var value: Value
+
+  init(_ value: Value) {
+    self.value = value
+    pthread_mutex_init(mutex, nil)
+  }
+
+  deinit {
+    pthread_mutex_destroy(mutex)
+    mutex.deallocate()
+  }
+
+  func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+    pthread_mutex_lock(mutex)
+    defer { pthread_mutex_unlock(mutex) }
+    return try body(&value)
   }
 }
