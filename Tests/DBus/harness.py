@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unittest
 from collections import deque
 
 try:
@@ -322,3 +323,16 @@ def start_c_host(test):
     test.addCleanup(stop, test.host, signal.SIGKILL)
     line = read_line(test.host.stdout, 20, "dbus_host's ready line")
     test.assertEqual(line, "ready", test.host.stderr.read().decode() if test.host.poll() is not None else "")
+
+
+class CHostCase(unittest.TestCase):
+    """Base of the tests that drive Tests/DBus/dbus_host.c (no tests of its own)."""
+
+    def setUp(self):
+        start_c_host(self)
+
+    def finish(self, p):
+        """Asks the host to quit through peer p and checks it ends cleanly."""
+        p.commit({"ctl.quit": ("b", True)})
+        self.assertEqual(read_line(self.host.stdout, 20, "dbus_host's bye"), "bye")
+        self.assertEqual(self.host.wait(timeout=20), 0, self.host.stderr.read().decode())

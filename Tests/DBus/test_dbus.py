@@ -17,7 +17,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (start_c_host, CONTRACT_PREFIX, DOC_XML, IFACE, NAME, ORDOCTL, ORDOD, PATH, Env, Monitor, Peer,  # noqa: E402
+from harness import (CHostCase, CONTRACT_PREFIX, DOC_XML, IFACE, NAME, ORDOCTL, ORDOD, PATH, Env, Monitor, Peer,  # noqa: E402
                      RemoteError, read_line, spawn, stop)
 
 INVALID_ARGS = "org.freedesktop.DBus.Error.InvalidArgs"
@@ -612,16 +612,8 @@ class Examples(DBusTest):
         self.assertIn("as expected: dev.ordo.Error.NotFound", r.stdout)
 
 
-class CHost(unittest.TestCase):
+class CHost(CHostCase):
     """A C program publishing its own bus (ordo_dbus_publish/fd/dispatch)."""
-
-    def setUp(self):
-        start_c_host(self)
-
-    def finish(self, p):
-        p.commit({"ctl.quit": ("b", True)})
-        self.assertEqual(read_line(self.host.stdout, 20, "dbus_host's bye"), "bye")
-        self.assertEqual(self.host.wait(timeout=20), 0, self.host.stderr.read().decode())
 
     def test_levels_priorities_and_host_contracts(self):
         a, b, w = Peer(self.env.address), Peer(self.env.address), Peer(self.env.address)

@@ -14,7 +14,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (start_c_host, CONTRACT_PREFIX, DOC_XML, IFACE, NAME, ORDOD, Env, Monitor, Peer, RemoteError,  # noqa: E402
+from harness import (CHostCase, CONTRACT_PREFIX, DOC_XML, IFACE, NAME, ORDOD, Env, Monitor, Peer, RemoteError,  # noqa: E402
                      read_line, spawn, stop)
 from test_dbus import DBusTest, E  # noqa: E402
 
@@ -381,18 +381,10 @@ def w_peer_call(w):
     return w.peer
 
 
-class CHostWriters(unittest.TestCase):
+class CHostWriters(CHostCase):
     """Remote writers on a bus published by a C program with local contracts
     (Tests/DBus/dbus_host.c): "double" (-3) in.raw → in.norm, "sum" (data)
     in.norm → calc.sum, and commits from a host thread (ctl.burst)."""
-
-    def setUp(self):
-        start_c_host(self)
-
-    def finish(self, p):
-        p.commit({"ctl.quit": ("b", True)})
-        self.assertEqual(read_line(self.host.stdout, 20, "dbus_host's bye"), "bye")
-        self.assertEqual(self.host.wait(timeout=20), 0, self.host.stderr.read().decode())
 
     def test_remote_writer_output_read_by_host_contract(self):
         w = WriterPeer(self.env.address)
