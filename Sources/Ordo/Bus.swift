@@ -366,37 +366,40 @@ public final class Bus: @unchecked Sendable {
     guard !batch.isEmpty else { return }
     lock.lock()
     defer { lock.unlock() }
-    var ops: [(String, WriteOp)] = []
+    var ops: [(key: String, op: WriteOp, node: KeyNode?, ids: [UInt32])] = []
     ops.reserveCapacity(batch.count)
     for w in batch {
+      let (k, op): (String, WriteOp)
       switch w {
-      case .set(let k, let v): ops.append((k, .set(v)))
-      case .touch(let k): ops.append((k, .touch))
-      case .remove(let k): ops.append((k, .remove))
-      case .removeTree(let k): ops.append((k, .removeTree))
+      case .set(let key, let v): (k, op) = (key, .set(v))
+      case .touch(let key): (k, op) = (key, .touch)
+      case .remove(let key): (k, op) = (key, .remove)
+      case .removeTree(let key): (k, op) = (key, .removeTree)
       }
-      _ = try ids(ops[ops.count - 1].0)  // validate every keypath first
+      let (n, keyIDs) = try resolve(k)  // every keypath is valid before anything else
+      ops.append((k, op, n, keyIDs))
     }
-    try checkWritable(ops[0].0, ops[0].1)
+    try checkWritable(ops[0].key, ops[0].op)
     if let c = running {
-      for (k, op) in ops { try checkWrite(c, k, try ids(k), op) }
+      for o in ops { try checkWrite(c, o.key, o.ids, o.node, o.op) }
     }
-    for (k, op) in ops {
-      guard let n = try node(k, create: true) else { continue }
-      applyChecked(n, op)
-    }
+    for o in ops { try applyChecked(o.key, o.node, o.op) }
   }
 
   private func write(_ k: String, _ op: WriteOp) throws(OrdoError) {
     lock.lock()
     defer { lock.unlock() }
-    var n = nodes[k]
-    let keyIDs: [UInt32]
-    if let n { keyIDs = n.ids } else { keyIDs = try ids(k) }
+    let (n, keyIDs) = try resolve(k)
     try checkWritable(k, op)
-    if let c = running { try checkWrite(c, k, keyIDs, op) }
-    if n == nil { n = try node(k, create: true) }
-    applyChecked(n!, op)
+    if let c = running { try checkWrite(c, k, keyIDs, n, op) }
+    try applyChecked(k, n, op)
+  }
+
+  /// A written keypath's node if the store has one, and its segment ids;
+  /// throws for an invalid keypath. Lock held.
+  private func resolve(_ k: String) throws(OrdoError) -> (KeyNode?, [UInt32]) {
+    if let n = nodes[k] { return (n, n.ids) }
+    return (nil, try ids(k))
   }
 
   /// Checks that the calling thread may write `keypath` now, without
@@ -408,9 +411,9 @@ public final class Bus: @unchecked Sendable {
   func checkWrite(_ keypath: String) throws(OrdoError) {
     lock.lock()
     defer { lock.unlock() }
-    let keyIDs = try ids(keypath)
+    let (n, keyIDs) = try resolve(keypath)
     try checkWritable(keypath, .touch)
-    if let c = running { try checkWrite(c, keypath, keyIDs, .touch) }
+    if let c = running { try checkWrite(c, keypath, keyIDs, n, .touch) }
   }
 
   /// Inside a pass only callbacks write; outside, a transaction or an
@@ -421,8 +424,13 @@ public final class Bus: @unchecked Sendable {
     }
   }
 
-  /// Applies a checked write and, inside a pass, schedules what it affects.
-  private func applyChecked(_ n: KeyNode, _ op: WriteOp) {
+  /// Applies a checked write (creating the keypath's node if needed) and,
+  /// inside a pass, schedules what it affects. Lock held.
+  private func applyChecked(_ k: String, _ existing: KeyNode?, _ op: WriteOp) throws(OrdoError) {
+    // A batch may create the node in an earlier write of the same keypath.
+    var found = existing ?? nodes[k]
+    if found == nil { found = try node(k, create: true) }
+    guard let n = found else { return }
     let c = running
     if apply(n, op, by: c), inPass, let c {
       schedule(readersOf: n, after: c, skipping: [])
@@ -430,7 +438,7 @@ public final class Bus: @unchecked Sendable {
   }
 
   /// The running contract's write rules (SPEC §5). Lock held.
-  private func checkWrite(_ c: ContractState, _ k: String, _ keyIDs: [UInt32], _ op: WriteOp) throws(OrdoError) {
+  private func checkWrite(_ c: ContractState, _ k: String, _ keyIDs: [UInt32], _ n: KeyNode?, _ op: WriteOp) throws(OrdoError) {
     var allowed: Int?
     for (i, w) in c.writes.enumerated() {
       if case .removeTree = op { if w.coversTree(keyIDs) { allowed = i; break } } else if w.matches(keyIDs) {
@@ -453,7 +461,7 @@ public final class Bus: @unchecked Sendable {
     let check: (ContractState) -> Void = { r in
       if r !== c, r.key < key, earlier == nil || r.key < earlier!.key { earlier = r }
     }
-    if let n = nodes[k] {
+    if let n {
       for r in readers(n) { check(r) }
     } else {
       readIndex.forEachReader(affectedBy: keyIDs, check)

@@ -156,4 +156,34 @@ import Testing
     #expect(try bus.counter("c.z") == 1)
     #expect(bus.nodeCount == before + 2)  // "c" and "c.z"
   }
+
+  @Test func batchWritesAreAllOrNothing() throws {
+    let bus = Bus()
+    bus.begin()
+    #expect(throws: OrdoError.self) {
+      try bus.write([.set("a.x", .int64(1)), .touch("b..y"), .remove("c")])
+    }
+    #expect(try bus.commit() == 0)
+    #expect(try bus.value("a.x") == nil)
+    // The same new keypath twice in one batch: the second write sees the first.
+    bus.begin()
+    try bus.write([.set("n.k", .int64(1)), .set("n.k", .int64(2)), .set("t.a", .bool(true)), .removeTree("t")])
+    #expect(try bus.commit() == 1)
+    #expect(try bus.get("n.k") == .int64(2))
+    #expect(try bus.value("t.a") == nil)
+    // In a callback, one write outside the write set refuses the whole batch.
+    let outcome = Flag()
+    try bus.register(name: "w", reads: ["in"], writes: ["out.*"]) { _ in
+      do {
+        try bus.write([.set("out.a", .int64(1)), .set("elsewhere", .int64(2))])
+        outcome.set(true)
+      } catch {
+        outcome.set((error as? OrdoError)?.code == .contractViolation)
+      }
+    }
+    try bus.transaction { try bus.set("in", .int64(1)) }
+    #expect(outcome.value == true)
+    #expect(try bus.value("out.a") == nil)
+    #expect(try bus.counter("out.a") == 0)
+  }
 }
