@@ -36,15 +36,12 @@ public func fuzzDBusMessage(_ data: UnsafePointer<CChar>, _ size: Int) -> Int32 
   default:
     return 0
   }
-  let writes: (set: [(String, Value)], touch: [String], remove: [String])
+  let batch: [Write]
   do {
-    writes = try DBusService.readWrites(&r, method, limits: limits)
+    batch = try DBusService.readWrites(&r, method, limits: limits)
   } catch {
     return 0
   }
-  var batch: [Write] = writes.set.map { .set($0.0, $0.1) }
-  batch += writes.touch.map { .touch($0) }
-  batch += writes.remove.map { $0.hasSuffix(".**") ? .removeTree(String($0.dropLast(3))) : .remove($0) }
   let bus = Bus()
   bus.begin()
   do {

@@ -499,14 +499,15 @@ public final class DBusService: @unchecked Sendable {
   }
 
   /// Reads `a{sv} set, as touch, as remove` (Commit and, later, Complete).
-  private func readWrites(_ r: inout MessageReader, _ method: String) throws(OrdoServiceError) -> (set: [(String, Value)], touch: [String], remove: [String]) {
+  private func readWrites(_ r: inout MessageReader, _ method: String) throws(OrdoServiceError) -> [Write] {
     try DBusService.readWrites(&r, method, limits: limits)
   }
 
   /// Decodes the `a{sv} set, as touch, as remove` of a `Commit` or
-  /// `Complete` body within the limits (also the entry point of the D-Bus
-  /// fuzz target, Fuzz/DBusFuzz.swift).
-  static func readWrites(_ r: inout MessageReader, _ method: String, limits: ServiceLimits) throws(OrdoServiceError) -> (set: [(String, Value)], touch: [String], remove: [String]) {
+  /// `Complete` body within the limits into one batch of writes (a `remove`
+  /// entry ending in `.**` removes the tree). Also the entry point of the
+  /// D-Bus fuzz target, Fuzz/DBusFuzz.swift.
+  static func readWrites(_ r: inout MessageReader, _ method: String, limits: ServiceLimits) throws(OrdoServiceError) -> [Write] {
     var sets: [(String, Value)] = []
     var d = r.recurse()
     r.next()
@@ -523,24 +524,24 @@ public final class DBusService: @unchecked Sendable {
     let left = limits.maxKeypathsPerCall - sets.count
     let touch = try r.stringArray("\(method) touch", limit: left)
     let remove = try r.stringArray("\(method) remove", limit: left - touch.count)
-    return (sets, touch, remove)
+    var batch: [Write] = sets.map { .set($0.0, $0.1) }
+    batch.reserveCapacity(sets.count + touch.count + remove.count)
+    for k in touch { batch.append(.touch(k)) }
+    for k in remove { batch.append(k.hasSuffix(".**") ? .removeTree(String(k.dropLast(3))) : .remove(k)) }
+    return batch
   }
 
   private func commit(_ m: DBusMessageRef) throws(OrdoServiceError) -> DBusMessageRef? {
     try expect(m, "a{sv}asas", "Commit")
     var r = m.reader()
-    let w = try readWrites(&r, "Commit")
+    let batch = try readWrites(&r, "Commit")
     commits += 1
     loopInBusCall.add(1, ordering: .relaxed)
     defer { loopInBusCall.subtract(1, ordering: .relaxed) }
     bus.begin()
     let txn: UInt64
     do throws(OrdoError) {
-      for (k, v) in w.set { try bus.set(k, v) }
-      for k in w.touch { try bus.touch(k) }
-      for k in w.remove {
-        if k.hasSuffix(".**") { try bus.removeTree(String(k.dropLast(3))) } else { try bus.remove(k) }
-      }
+      try bus.write(batch)
       txn = try bus.commit()
     } catch {
       try? bus.rollback()
@@ -627,13 +628,7 @@ public final class DBusService: @unchecked Sendable {
     }
     let batch: [Write]
     do throws(OrdoServiceError) {
-      let w = try readWrites(&r, "Complete")
-      var b: [Write] = []
-      b.reserveCapacity(w.set.count + w.touch.count + w.remove.count)
-      for (k, v) in w.set { b.append(.set(k, v)) }
-      for k in w.touch { b.append(.touch(k)) }
-      for k in w.remove { b.append(k.hasSuffix(".**") ? .removeTree(String(k.dropLast(3))) : .remove(k)) }
-      batch = b
+      batch = try readWrites(&r, "Complete")
     } catch {
       // The awaited call is answered, badly: the pass goes on without it.
       if slot.post(a, .refused("\(error.name): \(error.message)")) { completesRefused.add(1, ordering: .relaxed) }
