@@ -26,21 +26,23 @@ public final class Bus: @unchecked Sendable {
   @exclusivity(unchecked) private var running: ContractState?
   /// Contract checks of the running callback are suspended (owner thread).
   @exclusivity(unchecked) private var suspended = false
-  @exclusivity(unchecked) private var passSerial: UInt64 = 0
+  /// Identifies the running pass on the contracts (32 bits, to keep them
+  /// small; see ``nextPassSerial()``).
+  @exclusivity(unchecked) private var passSerial: UInt32 = 0
   @exclusivity(unchecked) private var schedule = Schedule()
   @exclusivity(unchecked) private var deferredLevelSeeds: [ContractState] = []
 
   // Store: a tree of keypath nodes, also reachable by full keypath.
   private let root = KeyNode(key: "", ids: [])
-  @exclusivity(unchecked) private var nodes: [String: KeyNode] = [:]
+  @exclusivity(unchecked) private var nodes = RefTable<KeyNode>()
   @exclusivity(unchecked) private var segments = SegmentTable()
   @exclusivity(unchecked) private var valueCount = 0
   @exclusivity(unchecked) private var journal = Journal()
   @exclusivity(unchecked) private var lastTransaction: UInt64 = 0
 
   // Contracts.
-  @exclusivity(unchecked) private var registry: [ContractID: ContractState] = [:]
-  @exclusivity(unchecked) private var byName: [String: ContractState] = [:]
+  @exclusivity(unchecked) private var registry = RefTable<ContractState>()
+  @exclusivity(unchecked) private var byName = RefTable<ContractState>()
   @exclusivity(unchecked) private var readIndex = PatternIndex()
   @exclusivity(unchecked) private var writeIndex = PatternIndex()
   @exclusivity(unchecked) private var everyTxn: [ContractState] = []
@@ -192,7 +194,7 @@ public final class Bus: @unchecked Sendable {
       }
       if let last = n.ids.last, parent.children[last] === n {
         parent.children[last] = nil
-        nodes[n.key] = nil
+        nodes.remove(hashString(n.key)) { $0 === n }
       }
     }
   }
@@ -240,7 +242,7 @@ public final class Bus: @unchecked Sendable {
   /// The node of a keypath, creating it (and its ancestors) when `create`.
   /// Validates the keypath the first time it is seen. Lock held.
   private func node(_ k: String, create: Bool) throws(OrdoError) -> KeyNode? {
-    if let n = nodes[k] { return n }
+    if let n = lookup(k) { return n }
     let (parts, _) = try Keypath.parse(k, allowWildcards: false)
     guard create else { return nil }
     var node = root
@@ -256,7 +258,7 @@ public final class Bus: @unchecked Sendable {
       } else {
         let next = KeyNode(key: i == parts.count - 1 ? k : prefix, ids: ids)
         node.children[id] = next
-        nodes[next.key] = next
+        nodes.insert(next, hashString(next.key))
         journal.created.append(next)
         node = next
       }
@@ -264,10 +266,17 @@ public final class Bus: @unchecked Sendable {
     return node
   }
 
+  /// The node of a keypath the store has. Lock held.
+  @inline(__always)
+  private func lookup(_ k: String) -> KeyNode? { nodes.find(hashString(k)) { $0.key == k } }
+
+  /// The registered contract with this name. Lock held.
+  private func findContract(named name: String) -> ContractState? { byName.find(hashString(name)) { $0.name == name } }
+
   /// The segment ids of a keypath without creating a node: unknown segments
   /// get ``SegmentTable/unknown``. Lock held.
   private func ids(_ k: String) throws(OrdoError) -> [UInt32] {
-    if let n = nodes[k] { return n.ids }
+    if let n = lookup(k) { return n.ids }
     return try Keypath.parse(k, allowWildcards: false).segments.map { segments.lookup($0) }
   }
 
@@ -296,13 +305,15 @@ public final class Bus: @unchecked Sendable {
   /// on the node until the next registration or unregistration. Lock held.
   private func readers(_ n: KeyNode) -> [ContractState] {
     if n.readersGeneration == indexGeneration { return n.readers }
-    markSerial += 1
-    let mark = markSerial
     var list: [ContractState] = []
-    readIndex.forEachReader(affectedBy: n.ids) { r in
-      if r.mark != mark {
-        r.mark = mark
-        list.append(r)
+    readIndex.forEachReader(affectedBy: n.ids) { list.append($0) }
+    if list.count > 1 {
+      // A contract with several patterns affected is listed once.
+      list.sort { $0.id < $1.id }
+      var last: ContractState?
+      list.removeAll { r in
+        defer { last = r }
+        return r === last
       }
     }
     n.readers = list
@@ -398,7 +409,7 @@ public final class Bus: @unchecked Sendable {
   /// A written keypath's node if the store has one, and its segment ids;
   /// throws for an invalid keypath. Lock held.
   private func resolve(_ k: String) throws(OrdoError) -> (KeyNode?, [UInt32]) {
-    if let n = nodes[k] { return (n, n.ids) }
+    if let n = lookup(k) { return (n, n.ids) }
     return (nil, try ids(k))
   }
 
@@ -428,7 +439,7 @@ public final class Bus: @unchecked Sendable {
   /// inside a pass, schedules what it affects. Lock held.
   private func applyChecked(_ k: String, _ existing: KeyNode?, _ op: WriteOp) throws(OrdoError) {
     // A batch may create the node in an earlier write of the same keypath.
-    var found = existing ?? nodes[k]
+    var found = existing ?? lookup(k)
     if found == nil { found = try node(k, create: true) }
     guard let n = found else { return }
     let c = running
@@ -546,7 +557,7 @@ public final class Bus: @unchecked Sendable {
     }
     lastTransaction += 1
     let txn = lastTransaction
-    passSerial += 1
+    nextPassSerial()
     inPass = true
     for n in journal.records where journal.isChanged(n) {
       // A contract's own initial-call writes do not schedule it; a keypath
@@ -561,18 +572,21 @@ public final class Bus: @unchecked Sendable {
     while let c = schedule.pop() {
       guard c.registered, c.calledSerial != passSerial else { continue }
       c.calledSerial = passSerial
-      var changed: [String] = []
+      let changed: ChangedKeypaths
       if c.kind == .everyTransaction {
-        for n in journal.records where journal.isChanged(n) { changed.append(n.key) }
-      } else if let first = c.firstTrigger {
-        if c.moreTriggers.isEmpty {
-          if journal.isChanged(first) { changed = first.keyList }
-        } else {
+        changed = ChangedKeypaths(journal.records.filter(journal.isChanged).map(\.key))
+      } else {
+        switch c.triggers {
+        case .none: changed = []
+        case .one(let n): changed = journal.isChanged(n) ? ChangedKeypaths(single: n.key) : []
+        case .many(let list):
           markSerial += 1
-          for n in CollectionOfOne(first).lazy + c.moreTriggers where n.bumpSerial != markSerial && journal.isChanged(n) {
+          var keys: [String] = []
+          for n in list where n.bumpSerial != markSerial && journal.isChanged(n) {
             n.bumpSerial = markSerial
-            changed.append(n.key)
+            keys.append(n.key)
           }
+          changed = ChangedKeypaths(keys)
         }
       }
       c.clearTriggers()
@@ -604,6 +618,20 @@ public final class Bus: @unchecked Sendable {
     }
     release()
     return txn
+  }
+
+  /// Starts a new pass serial. When the 32 bits run out (after four
+  /// billion passes) every contract's stamps are cleared first, so that no
+  /// stale stamp can equal a new serial. Lock held.
+  private func nextPassSerial() {
+    if passSerial == .max {
+      registry.forEach { c in
+        c.scheduledSerial = 0
+        c.calledSerial = 0
+      }
+      passSerial = 0
+    }
+    passSerial += 1
   }
 
   /// Calls a contract's callback without holding the lock. Lock held on
@@ -684,7 +712,7 @@ public final class Bus: @unchecked Sendable {
   public func value(_ keypath: String) throws(OrdoError) -> Value? {
     lock.lock()
     defer { lock.unlock() }
-    let n = nodes[keypath]
+    let n = lookup(keypath)
     if n == nil { _ = try ids(keypath) }
     let own = try checkReadIfInCallback(keypath, n)
     guard let n else { return nil }
@@ -702,7 +730,7 @@ public final class Bus: @unchecked Sendable {
     let own = isOwner()
     var out: [String: Value] = [:]
     for k in note.changed {
-      guard let n = nodes[k] else { continue }
+      guard let n = lookup(k) else { continue }
       if let v = own ? n.value : journal.committedValue(n) { out[k] = v }
     }
     return out
@@ -722,7 +750,7 @@ public final class Bus: @unchecked Sendable {
   public func counter(_ keypath: String) throws(OrdoError) -> UInt64 {
     lock.lock()
     defer { lock.unlock() }
-    let n = nodes[keypath]
+    let n = lookup(keypath)
     if n == nil { _ = try ids(keypath) }
     _ = try checkReadIfInCallback(keypath, n)
     return n?.counter ?? 0
@@ -734,7 +762,7 @@ public final class Bus: @unchecked Sendable {
   public func access(_ keypath: String) throws(OrdoError) {
     lock.lock()
     defer { lock.unlock() }
-    let n = nodes[keypath]
+    let n = lookup(keypath)
     if n == nil { _ = try ids(keypath) }
     _ = try checkReadIfInCallback(keypath, n)
   }
@@ -876,7 +904,7 @@ public final class Bus: @unchecked Sendable {
 
   /// The registration checks (SPEC §4). Changes nothing. Lock held.
   private func admit(_ c: ContractState, initial: Bool) throws(OrdoError) {
-    if byName[c.name] != nil {
+    if findContract(named: c.name) != nil {
       throw OrdoError(.duplicateName, "a contract named \"\(c.name)\" is already registered on this bus")
     }
     switch c.kind {
@@ -1005,8 +1033,8 @@ public final class Bus: @unchecked Sendable {
   }
 
   private func insert(_ c: ContractState) {
-    registry[c.id] = c
-    byName[c.name] = c
+    registry.insert(c, hashInt(c.id))
+    byName.insert(c, hashString(c.name))
     for r in c.reads { readIndex.insert(r, c) }
     for w in c.writes { writeIndex.insert(w, c) }
     indexGeneration += 1
@@ -1021,14 +1049,14 @@ public final class Bus: @unchecked Sendable {
   public func unregister(_ id: ContractID) throws(OrdoError) {
     lock.lock()
     let acquired = acquire()
-    guard let c = registry[id] else {
+    guard let c = registry.find(hashInt(id), { $0.id == id }) else {
       if acquired { release() }
       lock.unlock()
       throw OrdoError(.notFound, "no contract with id \(id) on this bus")
     }
     let seeds = c.isData ? downstream(c) : []
-    registry[id] = nil
-    byName[c.name] = nil
+    registry.remove(hashInt(id)) { $0 === c }
+    byName.remove(hashString(c.name)) { $0 === c }
     for r in c.reads { readIndex.remove(r, c) }
     for w in c.writes { writeIndex.remove(w, c) }
     indexGeneration += 1
@@ -1051,7 +1079,7 @@ public final class Bus: @unchecked Sendable {
   /// ``OrdoError/Code/notFound`` when there is none.
   public func unregister(named name: String) throws(OrdoError) {
     lock.lock()
-    let id = byName[name]?.id
+    let id = findContract(named: name)?.id
     lock.unlock()
     guard let id else { throw OrdoError(.notFound, "no contract named \"\(name)\" on this bus") }
     try unregister(id)
@@ -1069,8 +1097,8 @@ public final class Bus: @unchecked Sendable {
         id: c.id, name: c.name, kind: c.kind, reads: c.reads.map(text), writes: c.writes.map(text),
         priority: c.priority, level: c.level, position: i, calls: c.calls, lastTransaction: c.lastTransaction,
         failures: UInt64(c.failures),
-        unusedReads: c.reads.indices.filter { c.usedReads & ContractState.bit($0) == 0 }.map { text(c.reads[$0]) },
-        unusedWrites: c.writes.indices.filter { c.usedWrites & ContractState.bit($0) == 0 }.map { text(c.writes[$0]) })
+        unusedReads: c.reads.enumerated().filter { c.usedReads & ContractState.bit($0.offset) == 0 }.map { text($0.element) },
+        unusedWrites: c.writes.enumerated().filter { c.usedWrites & ContractState.bit($0.offset) == 0 }.map { text($0.element) })
     }
   }
 

@@ -34,7 +34,54 @@ public struct Notification: Sendable, Hashable {
   /// The keypaths written in this transaction, as written, that affect the
   /// contract's read set and still count as changed; every changed keypath for
   /// an every-transaction contract; empty for an initial call.
-  public let changed: [String]
+  public let changed: ChangedKeypaths
+
+  init(transaction: UInt64, contract: ContractID, changed: ChangedKeypaths) {
+    self.transaction = transaction
+    self.contract = contract
+    self.changed = changed
+  }
+}
+
+/// The changed keypaths of a ``Notification``: a collection of strings that
+/// holds the common single keypath without allocating. Compares equal to an
+/// array literal (`note.changed == ["a.b"]`); `Array(note.changed)` copies it.
+public struct ChangedKeypaths: RandomAccessCollection, Hashable, Sendable, ExpressibleByArrayLiteral {
+  private let single: String?
+  private let list: [String]
+
+  /// Makes the collection from keypaths.
+  public init(_ keypaths: [String]) {
+    if keypaths.count == 1 {
+      single = keypaths[0]
+      list = []
+    } else {
+      single = nil
+      list = keypaths
+    }
+  }
+
+  /// One keypath.
+  init(single: String) {
+    self.single = single
+    list = []
+  }
+
+  /// Makes the collection from keypaths.
+  public init(arrayLiteral keypaths: String...) { self.init(keypaths) }
+
+  /// 0.
+  public var startIndex: Int { 0 }
+  /// The number of keypaths.
+  public var endIndex: Int { single == nil ? list.count : 1 }
+  /// The keypath at `i`.
+  public subscript(i: Int) -> String {
+    if let single {
+      precondition(i == 0, "index out of range")
+      return single
+    }
+    return list[i]
+  }
 }
 
 /// A contract's callback. It runs synchronously on the committing thread and
@@ -164,38 +211,36 @@ public struct BusStatistics: Sendable, Hashable {
   public var values: Int
 }
 
-/// Internal state of a registered contract.
+/// Internal state of a registered contract. Fields are laid out hot first
+/// (those a pass touches), and kept few: 115 bytes, one 128-byte block.
 final class ContractState {
   /// Also the registration order (ids only grow).
   let id: ContractID
-  let name: String
-  let reads: [CPattern]
-  let writes: [CPattern]
   /// Released (set to nil) when the contract is unregistered, so that what
   /// it captures goes at once even while stale caches still name the contract.
   @exclusivity(unchecked) var callback: ContractCallback?
-  /// The position in the pass: phase, then priority or level, then
-  /// registration order.
-  @exclusivity(unchecked) private(set) var key: OrderKey
 
   // Per-pass bookkeeping; `serial` identifies the pass.
-  @exclusivity(unchecked) var scheduledSerial: UInt64 = 0
-  @exclusivity(unchecked) var calledSerial: UInt64 = 0
-  /// Scratch stamp for de-duplicating visits.
-  @exclusivity(unchecked) var mark: UInt64 = 0
-  /// The written keypaths that scheduled it in this pass: the first in a
-  /// field, the rest (rare) in an array that keeps its buffer.
-  @exclusivity(unchecked) var firstTrigger: KeyNode?
-  @exclusivity(unchecked) var moreTriggers: [KeyNode] = []
+  @exclusivity(unchecked) var scheduledSerial: UInt32 = 0
+  @exclusivity(unchecked) var calledSerial: UInt32 = 0
+  /// The written keypaths that scheduled it in this pass.
+  @exclusivity(unchecked) var triggers = Triggers.none
 
   // Statistics.
   @exclusivity(unchecked) var calls: UInt64 = 0
   @exclusivity(unchecked) var lastTransaction: UInt64 = 0
+
+  /// The priority of a priority contract, the level of a data contract.
+  @exclusivity(unchecked) private var rank: Int32
   @exclusivity(unchecked) var failures: UInt32 = 0
   /// Bit i: read pattern i was read through (patterns beyond 32 are not tracked).
   @exclusivity(unchecked) var usedReads: UInt32 = 0
   /// Bit i: write pattern i was written through.
   @exclusivity(unchecked) var usedWrites: UInt32 = 0
+
+  // Cold.
+  let name: String
+  private let patterns: PatternStore
 
   // Small fields last, so that they pack.
   let kind: ContractKind
@@ -205,55 +250,73 @@ final class ContractState {
   init(id: ContractID, name: String, reads: [CPattern], writes: [CPattern], priority: Int32?, callback: @escaping ContractCallback) {
     self.id = id
     self.name = name
-    self.reads = reads
-    self.writes = writes
+    patterns = PatternStore(reads: reads, writes: writes)
     let kind: ContractKind = reads.isEmpty ? .everyTransaction : (priority == nil ? .data : .priority)
     self.kind = kind
     self.callback = callback
-    switch kind {
-    case .priority: key = OrderKey(rank: priority!, phase: 0, seq: id)
-    case .data: key = OrderKey(rank: 0, phase: 1, seq: id)
-    case .everyTransaction: key = OrderKey(rank: 0, phase: 2, seq: id)
+    rank = kind == .priority ? priority! : 0
+  }
+
+  /// The position in the pass: phase, then priority or level, then
+  /// registration order.
+  var key: OrderKey {
+    @inline(__always) get {
+      let phase: UInt64 = kind == .priority ? 0 : (kind == .data ? 1 : 2)
+      return OrderKey(high: phase << 32 | UInt64(UInt32(bitPattern: rank) ^ 0x8000_0000), seq: id)
     }
   }
 
   var isData: Bool { kind == .data }
 
+  /// Read patterns, in declaration order.
+  var reads: PatternList { patterns.reads }
+
+  /// Write patterns, in declaration order.
+  var writes: PatternList { patterns.writes }
+
   /// The priority of a priority contract.
-  var priority: Int32? { kind == .priority ? key.rank : nil }
+  var priority: Int32? { kind == .priority ? rank : nil }
 
   /// The dependency level of a data contract (0 for the others).
   var level: Int {
-    get { kind == .data ? Int(key.rank) : 0 }
-    set { if kind == .data { key.rank = Int32(clamping: newValue) } }
+    get { kind == .data ? Int(rank) : 0 }
+    set { if kind == .data { rank = Int32(clamping: newValue) } }
   }
 
   static func bit(_ i: Int) -> UInt32 { i < 32 ? 1 << UInt32(i) : 0 }
 
-  func clearTriggers() {
-    firstTrigger = nil
-    if !moreTriggers.isEmpty { moreTriggers.removeAll(keepingCapacity: true) }
-  }
+  func clearTriggers() { triggers = .none }
 
   func addTrigger(_ n: KeyNode) {
-    if firstTrigger == nil {
-      firstTrigger = n
-    } else if firstTrigger !== n && moreTriggers.last !== n {
-      moreTriggers.append(n)
+    switch triggers {
+    case .none: triggers = .one(n)
+    case .one(let first): if first !== n { triggers = .many([first, n]) }
+    case .many(var list):
+      guard list.last !== n else { return }
+      triggers = .none  // keep `list` unique while it grows
+      list.append(n)
+      triggers = .many(list)
     }
   }
 }
 
-/// A contract's place in the pass order.
+/// The written keypaths that scheduled a contract in a pass: most often one,
+/// held without an array (8 bytes in all).
+enum Triggers {
+  case none
+  case one(KeyNode)
+  case many([KeyNode])
+}
+
+/// A contract's place in the pass order: phase and rank (priority or level,
+/// biased to compare unsigned) packed in one word, then registration order.
 struct OrderKey: Comparable {
-  var rank: Int32
-  var phase: UInt8
+  var high: UInt64
   var seq: UInt64
 
+  @inline(__always)
   static func < (a: OrderKey, b: OrderKey) -> Bool {
-    if a.phase != b.phase { return a.phase < b.phase }
-    if a.rank != b.rank { return a.rank < b.rank }
-    return a.seq < b.seq
+    a.high != b.high ? a.high < b.high : a.seq < b.seq
   }
 }
 

@@ -20,7 +20,7 @@ struct PatternIndex {
   }
 
   final class Node {
-    @exclusivity(unchecked) var children: [UInt32: Child] = [:]
+    @exclusivity(unchecked) var children = ChildMap()
     /// Patterns that end at this node without `**`.
     @exclusivity(unchecked) var exact: [ContractState] = []
     /// Patterns `<path to this node>.**`.
@@ -113,7 +113,7 @@ struct PatternIndex {
   private static func forEachInSubtree(_ node: Node, _ body: (ContractState) -> Void) {
     for c in node.exact { body(c) }
     for c in node.tree { body(c) }
-    for child in node.children.values { forEachInSubtree(child, body) }
+    node.children.forEach { forEachInSubtree($0, body) }
   }
 
   /// Walks the children the query segment `id` reaches: a literal reaches
@@ -121,7 +121,7 @@ struct PatternIndex {
   @inline(__always)
   private static func forEachStep(_ node: Node, _ id: UInt32, _ body: (Child) -> Void) {
     if id == SegmentTable.any {
-      for child in node.children.values { body(child) }
+      node.children.forEach(body)
     } else {
       if let child = node.children[id] { body(child) }
       if let child = node.children[SegmentTable.any] { body(child) }
@@ -171,5 +171,80 @@ struct PatternIndex {
       }
     }
     walk(root, 0)
+  }
+}
+
+/// The children of a ``PatternIndex/Node``: up to eight in a small array
+/// searched linearly (most nodes have one to a few: an 80-byte block for
+/// three, where a `Dictionary` takes about 130), more in a dictionary.
+struct ChildMap {
+  private enum Storage {
+    case small([(UInt32, PatternIndex.Child)])
+    case large([UInt32: PatternIndex.Child])
+  }
+  private static let smallLimit = 8
+  private var storage = Storage.small([])
+
+  var isEmpty: Bool {
+    switch storage {
+    case .small(let a): a.isEmpty
+    case .large(let d): d.isEmpty
+    }
+  }
+
+  subscript(id: UInt32) -> PatternIndex.Child? {
+    @inline(__always) get {
+      switch storage {
+      case .small(let a):
+        for e in a where e.0 == id { return e.1 }
+        return nil
+      case .large(let d):
+        return d[id]
+      }
+    }
+    set {
+      switch storage {
+      case .small(var a):
+        storage = .small([])  // keep `a` unique while it changes
+        if let i = a.firstIndex(where: { $0.0 == id }) {
+          if let newValue { a[i].1 = newValue } else { a.remove(at: i) }
+        } else if let newValue {
+          if a.count == ChildMap.smallLimit {
+            var d = [UInt32: PatternIndex.Child](minimumCapacity: a.count + 1)
+            for e in a { d[e.0] = e.1 }
+            d[id] = newValue
+            storage = .large(d)
+            return
+          }
+          a.append((id, newValue))
+        }
+        storage = .small(a)
+      case .large(var d):
+        storage = .small([])
+        d[id] = newValue
+        if d.count <= ChildMap.smallLimit / 2 {
+          storage = .small(d.map { ($0.key, $0.value) })
+        } else {
+          storage = .large(d)
+        }
+      }
+    }
+  }
+
+  /// The children, in no particular order.
+  var values: [PatternIndex.Child] {
+    switch storage {
+    case .small(let a): a.map(\.1)
+    case .large(let d): Array(d.values)
+    }
+  }
+
+  /// Calls `body` for each child.
+  @inline(__always)
+  func forEach(_ body: (PatternIndex.Child) -> Void) {
+    switch storage {
+    case .small(let a): for e in a { body(e.1) }
+    case .large(let d): for v in d.values { body(v) }
+    }
   }
 }

@@ -66,9 +66,6 @@ final class KeyNode {
   @exclusivity(unchecked) var readersGeneration: UInt64 = .max
   @exclusivity(unchecked) var readers: [ContractState] = []
 
-  /// `[key]`, made once: the `changed` list of most notifications.
-  lazy var keyList: [String] = [key]
-
   init(key: String, ids: [UInt32]) {
     self.key = key
     self.ids = ids

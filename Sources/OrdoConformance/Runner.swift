@@ -159,7 +159,7 @@ final class RunState: @unchecked Sendable {
       let handle = try bus.register(
         name: name, reads: try step.strings("reads"), writes: try step.strings("writes"), priority: priority, flags: flags
       ) { [unowned self] note in
-        self.record(RecordedCall(contract: name, changed: note.changed, txn: note.transaction))
+        self.record(RecordedCall(contract: name, changed: Array(note.changed), txn: note.transaction))
         for action in actions where action.onlyTxn == nil || action.onlyTxn == note.transaction {
           do { try self.perform(action, inCallback: true) } catch { self.fail("\(error)") }
         }

@@ -845,7 +845,7 @@ public final class DBusService: @unchecked Sendable {
     guard let m = DBusMessageRef.signal(path: ordoObjectPath, interface: ordoInterface, member: "Notify") else { return }
     m.setDestination(owner)
     let values = bus.values(of: note)
-    var changed = note.changed
+    var changed = Array(note.changed)
     var entries: [(String, Value)] = []
     var size = 64
     for k in changed { size += k.utf8.count + 8 }

@@ -29,7 +29,7 @@ struct Call: Equatable, CustomStringConvertible {
 final class Calls: @unchecked Sendable {
   private let box = Box<[Call]>([])
   func add(_ name: String, _ n: Ordo.Notification) {
-    box.mutate { $0.append(Call(name: name, changed: n.changed, txn: n.transaction)) }
+    box.mutate { $0.append(Call(name: name, changed: Array(n.changed), txn: n.transaction)) }
   }
   var all: [Call] { box.value }
   var names: [String] { all.map(\.name) }
