@@ -23,7 +23,9 @@ public final class Bus: @unchecked Sendable {
   @exclusivity(unchecked) private var owner: pthread_t?
   @exclusivity(unchecked) private var depth = 0
   @exclusivity(unchecked) private var inPass = false
-  @exclusivity(unchecked) private var running: ContractState?
+  /// The contract whose callback runs. Not retained: the running pass's
+  /// schedule (or `register`, for an initial call) holds it.
+  @exclusivity(unchecked) private unowned(unsafe) var running: ContractState?
   /// Contract checks of the running callback are suspended (owner thread).
   @exclusivity(unchecked) private var suspended = false
   /// Identifies the running pass on the contracts (32 bits, to keep them
@@ -41,7 +43,7 @@ public final class Bus: @unchecked Sendable {
   @exclusivity(unchecked) private var lastTransaction: UInt64 = 0
 
   // Contracts.
-  @exclusivity(unchecked) private var registry = RefTable<ContractState>()
+  @exclusivity(unchecked) private var registry = Registry()
   @exclusivity(unchecked) private var byName = RefTable<ContractState>()
   @exclusivity(unchecked) private var readIndex = PatternIndex()
   @exclusivity(unchecked) private var writeIndex = PatternIndex()
@@ -345,7 +347,45 @@ public final class Bus: @unchecked Sendable {
   ///   and inside a callback ``OrdoError/Code/contractViolation`` or
   ///   ``OrdoError/Code/stability``.
   public func set(_ keypath: String, _ value: Value) throws(OrdoError) {
+    lock.lock()
+    // The common case: an existing keypath written by the transaction's
+    // owner outside callbacks, which needs no contract check.
+    if canWriteUnchecked, let n = lookup(keypath) {
+      setUnchecked(n, value)
+      lock.unlock()
+      return
+    }
+    lock.unlock()
     try write(keypath, .set(value))
+  }
+
+  /// Sets the value of a keypath given as UTF-8 bytes, when that is a plain
+  /// store: the keypath exists in the store and the calling thread owns a
+  /// transaction outside callbacks. Returns false, doing nothing, in every
+  /// other case; the caller then calls ``set(_:_:)`` with a `String`, which
+  /// validates and checks everything. For bridges that receive keypaths as
+  /// C strings: the common write needs no `String` made.
+  public func setExisting(utf8 keypath: UnsafeBufferPointer<UInt8>, _ value: Value) -> Bool {
+    let bytes = UnsafeRawBufferPointer(keypath)
+    lock.lock()
+    defer { lock.unlock() }
+    guard canWriteUnchecked, let n = nodes.find(hashBytes(bytes), { equalBytes($0.key, bytes) }) else { return false }
+    setUnchecked(n, value)
+    return true
+  }
+
+  /// Whether a write by the calling thread needs no contract check: it owns
+  /// an open transaction and no callback runs. Lock held.
+  @inline(__always)
+  private var canWriteUnchecked: Bool { running == nil && !inPass && depth > 0 && !suspended && isOwner() }
+
+  /// A set outside callbacks (see ``canWriteUnchecked``). Lock held.
+  @inline(__always)
+  private func setUnchecked(_ n: KeyNode, _ value: Value) {
+    journal.record(n)
+    n.external = true
+    n.ownValue = true
+    _ = store(n, value)
   }
 
   /// Marks `keypath` changed without storing a value (for values that live
@@ -444,7 +484,7 @@ public final class Bus: @unchecked Sendable {
     guard let n = found else { return }
     let c = running
     if apply(n, op, by: c), inPass, let c {
-      schedule(readersOf: n, after: c, skipping: [])
+      schedule(readersOf: n, after: c)
     }
   }
 
@@ -529,13 +569,11 @@ public final class Bus: @unchecked Sendable {
   // MARK: - The notification pass
 
   /// Schedules the contracts a write to `n` affects. Lock held.
-  private func schedule(readersOf n: KeyNode, after: ContractState?, skipping: [ContractID]) {
+  private func schedule(readersOf n: KeyNode, after: ContractState) {
     let serial = passSerial
-    let afterKey = after?.key
+    let afterKey = after.key
     for r in readers(n) {
-      guard r.registered, r.calledSerial != serial, r !== after else { continue }
-      if let afterKey, r.key < afterKey { continue }
-      if !skipping.isEmpty && skipping.contains(r.id) { continue }
+      guard r.registered, r.calledSerial != serial, r !== after, !(r.key < afterKey) else { continue }
       if r.scheduledSerial != serial {
         r.scheduledSerial = serial
         r.clearTriggers()
@@ -548,7 +586,37 @@ public final class Bus: @unchecked Sendable {
   /// Runs the pass of the transaction in the journal and commits it. Lock
   /// held and ownership held on entry; ownership released on return.
   private func runPass() -> UInt64 {
-    guard journal.records.contains(where: journal.isChanged) else {
+    nextPassSerial()
+    let serial = passSerial
+    let generation = indexGeneration
+    var anyChanged = false
+    // Schedule the readers of what changed (evaluated before any callback
+    // runs). References are borrowed, not retained: the journal holds the
+    // nodes and the nodes' reader caches hold the contracts.
+    journal.records.withUnsafeBufferPointer { records in
+      for i in records.indices {
+        unowned(unsafe) let n = records[i]
+        guard journal.isChanged(n) else { continue }
+        anyChanged = true
+        // A contract's own initial-call writes do not schedule it; a keypath
+        // also written by another contract (or outside callbacks) does.
+        let skip: ContractID = n.external || n.writtenBy.count != 1 ? 0 : n.writtenBy[0]
+        if n.readersGeneration != generation { _ = readers(n) }
+        n.readers.withUnsafeBufferPointer { readers in
+          for j in readers.indices {
+            unowned(unsafe) let r = readers[j]
+            guard r.registered && r.calledSerial != serial && r.id != skip else { continue }
+            if r.scheduledSerial != serial {
+              r.scheduledSerial = serial
+              r.clearTriggers()
+              schedule.push(r)
+            }
+            r.addTrigger(n)
+          }
+        }
+      }
+    }
+    guard anyChanged else {
       pruneCreated()
       journal.reset()
       depth = 0
@@ -557,13 +625,7 @@ public final class Bus: @unchecked Sendable {
     }
     lastTransaction += 1
     let txn = lastTransaction
-    nextPassSerial()
     inPass = true
-    for n in journal.records where journal.isChanged(n) {
-      // A contract's own initial-call writes do not schedule it; a keypath
-      // also written by another contract (or outside callbacks) does.
-      schedule(readersOf: n, after: nil, skipping: n.external || n.writtenBy.count > 1 ? [] : n.writtenBy)
-    }
     for c in everyTxn where c.calledSerial != passSerial && c.scheduledSerial != passSerial {
       c.scheduledSerial = passSerial
       c.clearTriggers()
@@ -1033,7 +1095,7 @@ public final class Bus: @unchecked Sendable {
   }
 
   private func insert(_ c: ContractState) {
-    registry.insert(c, hashInt(c.id))
+    registry.append(c)
     byName.insert(c, hashString(c.name))
     for r in c.reads { readIndex.insert(r, c) }
     for w in c.writes { writeIndex.insert(w, c) }
@@ -1049,19 +1111,19 @@ public final class Bus: @unchecked Sendable {
   public func unregister(_ id: ContractID) throws(OrdoError) {
     lock.lock()
     let acquired = acquire()
-    guard let c = registry.find(hashInt(id), { $0.id == id }) else {
+    guard let c = registry.find(id) else {
       if acquired { release() }
       lock.unlock()
       throw OrdoError(.notFound, "no contract with id \(id) on this bus")
     }
     let seeds = c.isData ? downstream(c) : []
-    registry.remove(hashInt(id)) { $0 === c }
     byName.remove(hashString(c.name)) { $0 === c }
     for r in c.reads { readIndex.remove(r, c) }
     for w in c.writes { writeIndex.remove(w, c) }
     indexGeneration += 1
     if c.kind == .everyTransaction { everyTxn.removeAll { $0 === c } }
     c.registered = false
+    registry.removed()
     // A contract scheduled in the running pass holds its trigger nodes, and
     // those nodes' reader caches may hold it: drop the triggers, or the
     // contract (and what its callback captures) leaks with the cycle.
@@ -1091,7 +1153,7 @@ public final class Bus: @unchecked Sendable {
   public func contracts() -> [ContractInfo] {
     lock.lock()
     defer { lock.unlock() }
-    let sorted = registry.values.sorted { $0.key < $1.key }
+    let sorted = registry.live.sorted { $0.key < $1.key }
     return sorted.enumerated().map { i, c in
       ContractInfo(
         id: c.id, name: c.name, kind: c.kind, reads: c.reads.map(text), writes: c.writes.map(text),

@@ -370,10 +370,11 @@ struct Schedule {
   mutating func pop() -> ContractState? {
     if !added.isEmpty {
       if next == run.count && keys.isEmpty {
-        run = added
+        // Swap the buffers (no copy): `run` is empty and keeps its capacity.
+        run.removeAll(keepingCapacity: true)
+        swap(&run, &added)
         run.sort { $0.key < $1.key }
         next = 0
-        added.removeAll(keepingCapacity: true)
       } else {
         for c in added { heapPush(c) }
         added.removeAll(keepingCapacity: true)

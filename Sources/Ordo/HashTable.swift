@@ -37,14 +37,6 @@ func hashBytes(_ p: UnsafeRawBufferPointer) -> UInt64 {
   return h ^ (h >> 31)
 }
 
-/// The hash of an integer key (contract ids).
-@inline(__always)
-func hashInt(_ x: UInt64) -> UInt64 {
-  var h = (x ^ hashSeed) &* 0x9E37_79B9_7F4A_7C15
-  h ^= h >> 31
-  return h &* 0xBF58_476D_1CE4_E5B9
-}
-
 /// The hash of a string's UTF-8 bytes (see ``hashBytes(_:)``).
 @inline(__always)
 func hashString(_ s: String) -> UInt64 {
@@ -176,4 +168,48 @@ struct RefTable<T: AnyObject> {
       put(oldRefs[j]!, oldTags[j])
     }
   }
+}
+
+/// The registered contracts in id order (ids only grow, so appending keeps
+/// the order), found by binary search: 8 bytes a contract where a hash
+/// table takes about 20. An unregistered contract stays until more than
+/// half the entries are unregistered ones; they are then dropped in one
+/// sweep.
+struct Registry {
+  private var all: [ContractState] = []
+  /// Registered contracts.
+  private(set) var count = 0
+
+  /// Adds a contract with an id above every id added before.
+  mutating func append(_ c: ContractState) {
+    precondition(all.last.map { $0.id < c.id } ?? true, "contract ids must grow")
+    all.append(c)
+    count += 1
+  }
+
+  /// Notes that a contract was unregistered (its `registered` is false).
+  mutating func removed() {
+    count -= 1
+    if count * 2 < all.count {
+      all.removeAll { !$0.registered }
+    }
+  }
+
+  /// The registered contract with this id.
+  func find(_ id: ContractID) -> ContractState? {
+    var lo = 0
+    var hi = all.count
+    while lo < hi {
+      let mid = (lo + hi) / 2
+      if all[mid].id < id { lo = mid + 1 } else { hi = mid }
+    }
+    guard lo < all.count, all[lo].id == id, all[lo].registered else { return nil }
+    return all[lo]
+  }
+
+  /// The registered contracts, in id order.
+  var live: [ContractState] { all.filter(\.registered) }
+
+  /// Calls `body` for every contract still listed (registered or not).
+  func forEach(_ body: (ContractState) -> Void) { all.forEach(body) }
 }

@@ -1,0 +1,128 @@
+import Testing
+
+@testable import Ordo
+
+/// The bus's own tables: the keypath/name table (``RefTable``), the segment
+/// table, the contract registry and the flat pattern lists, checked against
+/// plain Swift collections through many insertions and removals.
+@Suite struct TableTests {
+  final class Item {
+    let key: String
+    init(_ key: String) { self.key = key }
+  }
+
+  @Test func refTableAgreesWithADictionary() {
+    var table = RefTable<Item>()
+    var model: [String: Item] = [:]
+    var rng = SystemRandomNumberGenerator()
+    for step in 0..<20_000 {
+      let key = "k\(Int.random(in: 0..<3_000, using: &rng)).v"
+      let h = hashString(key)
+      if let found = model[key] {
+        #expect(table.find(h) { $0.key == key } === found)
+        if step % 3 == 0 {
+          #expect(table.remove(h) { $0.key == key } === found)
+          model[key] = nil
+          #expect(table.find(h) { $0.key == key } == nil)
+        }
+      } else {
+        #expect(table.find(h) { $0.key == key } == nil)
+        let item = Item(key)
+        table.insert(item, h)
+        model[key] = item
+      }
+      #expect(table.count == model.count)
+    }
+    var seen = Set<String>()
+    table.forEach { seen.insert($0.key) }
+    #expect(seen == Set(model.keys))
+  }
+
+  @Test func byteAndStringHashesAgree() {
+    for key in ["", "a", "doc.items.3.title", "model.item123456.value", "ünïcode.kéy", String(repeating: "x", count: 1_000)] {
+      let bytes = Array(key.utf8)
+      bytes.withUnsafeBytes { raw in
+        #expect(hashBytes(raw) == hashString(key))
+        #expect(equalBytes(key, raw))
+        #expect(!equalBytes(key + "!", raw))
+      }
+    }
+  }
+
+  @Test func segmentTableInternsOnce() {
+    var table = SegmentTable()
+    var ids: [String: UInt32] = [:]
+    for i in 0..<5_000 {
+      let name = "s\(i % 2_500)"
+      let id = table.intern(name)
+      if let known = ids[name] { #expect(id == known) } else { ids[name] = id }
+      #expect(table.name(id) == name)
+    }
+    #expect(table.lookup("*") == SegmentTable.any)
+    #expect(table.lookup("never") == SegmentTable.unknown)
+    #expect(Set(ids.values).count == 2_500)
+  }
+
+  @Test func patternListsKeepReadsAndWritesApart() {
+    let reads = [CPattern(ids: [1, 2, 3], isTree: false), CPattern(ids: [1, 0], isTree: true), CPattern(ids: [4, 5, 6, 7, 8, 9], isTree: false)]
+    let writes = [CPattern(ids: [7], isTree: true)]
+    let store = PatternStore(reads: reads, writes: writes)
+    #expect(store.reads.map(\.ids) == reads.map(\.ids))
+    #expect(store.reads.map(\.isTree) == reads.map(\.isTree))
+    #expect(store.writes.map(\.ids) == [[7]])
+    #expect(store.writes.first?.isTree == true)
+    let empty = PatternStore(reads: [], writes: [])
+    #expect(empty.reads.isEmpty && empty.writes.isEmpty)
+    let writesOnly = PatternStore(reads: [], writes: writes)
+    #expect(writesOnly.reads.isEmpty && writesOnly.writes.count == 1)
+  }
+
+  @Test func registryFindsContractsAfterManyUnregistrations() throws {
+    let bus = Bus()
+    var handles: [ContractHandle] = []
+    for i in 0..<300 {
+      handles.append(try bus.register(name: "c\(i)", reads: ["k\(i)"]) { _ in })
+    }
+    // Unregister 4 of every 5 (the registry sweeps out the unregistered).
+    for (i, h) in handles.enumerated() where i % 5 != 0 { try h.unregister() }
+    #expect(bus.statistics.contracts == 60)
+    for (i, h) in handles.enumerated() {
+      if i % 5 == 0 {
+        #expect(bus.contract(h.id)?.name == "c\(i)")
+      } else {
+        #expect(throws: OrdoError.self) { try h.unregister() }
+      }
+    }
+    #expect(bus.contracts().map(\.name) == stride(from: 0, to: 300, by: 5).map { "c\($0)" })
+    for (i, h) in handles.enumerated() where i % 5 == 0 { try h.unregister() }
+    #expect(bus.statistics.contracts == 0)
+  }
+
+  @Test func setExistingTakesOnlyThePlainCase() throws {
+    let bus = Bus()
+    try bus.commitWith { try bus.set("a.b", .int64(1)) }
+    @Sendable func setExisting(_ k: String, _ v: Value) -> Bool {
+      var bytes = Array(k.utf8)
+      return bytes.withUnsafeMutableBufferPointer { bus.setExisting(utf8: UnsafeBufferPointer($0), v) }
+    }
+    // Outside a transaction: refused, nothing changes.
+    #expect(!setExisting("a.b", .int64(2)))
+    #expect(try bus.get("a.b") == .int64(1))
+    let calls = Calls()
+    try bus.register(name: "r", reads: ["a.b"]) { note in calls.add("r", note) }
+    bus.begin()
+    #expect(setExisting("a.b", .int64(3)))
+    #expect(!setExisting("a.c", .int64(3)))  // not in the store: the caller falls back to set
+    #expect(!setExisting("a.b.", .int64(4)))
+    #expect(try bus.commit() == 2)
+    #expect(try bus.get("a.b") == .int64(3))
+    #expect(try bus.counter("a.b") == 2)
+    #expect(calls.all == [Call(name: "r", changed: ["a.b"], txn: 2)])
+    // Inside a callback: refused (the contract rules apply through set).
+    let inCallback = Box<Bool?>(nil)
+    try bus.register(name: "w", reads: ["x"], writes: ["a.b"]) { _ in inCallback.value = setExisting("a.b", .int64(9)) }
+    try bus.commitWith { try bus.set("x", .bool(true)) }
+    #expect(inCallback.value == false)
+    #expect(try bus.get("a.b") == .int64(3))
+  }
+}
