@@ -46,7 +46,7 @@ public struct Notification: Sendable, Hashable {
 /// The changed keypaths of a ``Notification``: a collection of strings that
 /// holds the common single keypath without allocating. Compares equal to an
 /// array literal (`note.changed == ["a.b"]`); `Array(note.changed)` copies it.
-public struct ChangedKeypaths: RandomAccessCollection, Hashable, Sendable, ExpressibleByArrayLiteral {
+public struct ChangedKeypaths: RandomAccessCollection, Hashable, Sendable, ExpressibleByArrayLiteral, CustomStringConvertible {
   private let single: String?
   private let list: [String]
 
@@ -74,6 +74,9 @@ public struct ChangedKeypaths: RandomAccessCollection, Hashable, Sendable, Expre
   public var startIndex: Int { 0 }
   /// The number of keypaths.
   public var endIndex: Int { single == nil ? list.count : 1 }
+  /// Printed as an array: `["a.b"]`.
+  public var description: String { Array(self).description }
+
   /// The keypath at `i`.
   public subscript(i: Int) -> String {
     if let single {

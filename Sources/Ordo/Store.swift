@@ -101,8 +101,8 @@ struct Journal {
     node.ownValue = false
     node.touched = false
     node.external = false
-    node.removed.removeAll()
-    node.writtenBy.removeAll()
+    if !node.removed.isEmpty { node.removed.removeAll() }
+    if !node.writtenBy.isEmpty { node.writtenBy.removeAll() }
     records.append(node)
   }
 
@@ -123,6 +123,7 @@ struct Journal {
   func isChanged(_ node: KeyNode) -> Bool {
     if node.touched { return true }
     if node.ownValue && netChanged(node) { return true }
+    if node.removed.isEmpty { return false }
     for r in node.removed where netChanged(r) { return true }
     return false
   }
@@ -137,11 +138,11 @@ struct Journal {
     // A node's `removed` list may hold the node itself (removeTree of a
     // keypath with a value): drop it with the transaction, or the node and
     // the contracts in its reader cache leak with the bus.
-    for n in records { n.removed.removeAll() }
+    for n in records where !n.removed.isEmpty { n.removed.removeAll() }
     serial += 1
     records.removeAll(keepingCapacity: true)
     originals.removeAll(keepingCapacity: true)
     created.removeAll(keepingCapacity: true)
-    undo.removeAll()
+    if !undo.isEmpty { undo.removeAll() }
   }
 }
