@@ -258,8 +258,10 @@ public final class DBusService: @unchecked Sendable {
     defer { draining = false }
     while !deferred.isEmpty {
       if slot.active?.foreign == true { return }
+      // Sends stay queued while a call runs, as in a step: a Register
+      // places its reply before the Notify its registration caused.
       switch deferred.removeFirst() {
-      case .call(let m): handle(m, replay: true)
+      case .call(let m): link.queueing { handle(m, replay: true) }
       case .peerLeft(let name): removePeer(name)
       }
     }
