@@ -345,10 +345,7 @@ public final class DBusService: @unchecked Sendable {
   }
 
   private func reply(_ m: DBusMessageRef, _ body: (inout MessageWriter) -> Void) -> DBusMessageRef? {
-    guard let r = m.methodReturn() else { return nil }
-    var w = r.writer()
-    body(&w)
-    return r
+    m.methodReturn(body)
   }
 
   private func busMethod(_ m: DBusMessageRef, _ member: String, _ sender: String) throws(OrdoServiceError) -> DBusMessageRef? {
@@ -783,9 +780,7 @@ public final class DBusService: @unchecked Sendable {
   /// `Unregister` and `Commit` (they would wait for the bus this pass holds).
   private func writerCall(owner: String, name: String, timeoutMs: UInt32, _ note: Notification) throws {
     let onLoop = link.isLoopThread
-    if onLoop, let r = initialRegister, !r.replied, let ret = r.call.methodReturn() {
-      var w = ret.writer()
-      w.objectPath(ordoContractPathPrefix + String(note.contract))
+    if onLoop, let r = initialRegister, !r.replied, let ret = r.call.methodReturn({ $0.objectPath(ordoContractPathPrefix + String(note.contract)) }) {
       link.send(ret)
       initialRegister?.replied = true
     }
@@ -823,7 +818,7 @@ public final class DBusService: @unchecked Sendable {
         throw error
       }
       completes.add(1, ordering: .relaxed)
-      if !call.noReply, let ret = call.methodReturn() { link.send(ret) }
+      if !call.noReply, let ret = call.methodReturn({ _ in }) { link.send(ret) }
     case .refused(let why):
       throw RemoteWriterFailure(description: "\(who): its Complete of transaction \(note.transaction) could not be read: \(why)")
     case .timedOut, .ownerLeft, .serviceBusy:
@@ -844,8 +839,6 @@ public final class DBusService: @unchecked Sendable {
 
   /// Sends a remote contract's `Notify`. Runs on the committing thread.
   private func notify(owner: String, _ note: Notification, droppable: Bool = true) {
-    guard let m = DBusMessageRef.signal(path: ordoObjectPath, interface: ordoInterface, member: "Notify") else { return }
-    m.setDestination(owner)
     let values = bus.values(of: note)
     var changed = note.changed
     var entries: [(String, Value)] = []
@@ -865,11 +858,13 @@ public final class DBusService: @unchecked Sendable {
         notifyTruncated.add(1, ordering: .relaxed)
       }
     }
-    var w = m.writer()
-    w.objectPath(ordoContractPathPrefix + String(note.contract))
-    w.uint64(note.transaction)
-    w.stringArray(changed)
-    w.valueDict(entries)
+    let message = DBusMessageRef.signal(path: ordoObjectPath, interface: ordoInterface, member: "Notify", destination: owner) { w in
+      w.objectPath(ordoContractPathPrefix + String(note.contract))
+      w.uint64(note.transaction)
+      w.stringArray(changed)
+      w.valueDict(entries)
+    }
+    guard let m = message else { return }
     notifySent.add(1, ordering: .relaxed)
     link.send(m, droppable: droppable)
   }
