@@ -148,7 +148,7 @@ final class Link: @unchecked Sendable {
   /// wake for it. Inside a step, messages are queued so that a handler can
   /// still place a reply before them (``send(_:at:)``); the step sends them.
   func send(_ m: DBusMessageRef, droppable: Bool = false) {
-    if stepping == 0 && onLoopThread && !closed {
+    if onLoopThread && stepping == 0 && !closed {  // loop-thread state read on the loop thread only
       flushOutbox()
       transmit(m, droppable)
       return

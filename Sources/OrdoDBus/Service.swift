@@ -83,7 +83,8 @@ public enum LogLevel: Int, Sendable, Comparable, CaseIterable {
 /// method call and runs the transactions of remote `Commit`s (so contract
 /// callbacks of the host run on it for those). Other threads may commit on
 /// the bus at any time: `Notify` signals their passes produce are queued and
-/// sent by the service thread, which ``fd`` wakes.
+/// sent by the service thread, which ``fd`` wakes. The service thread's own
+/// commits between two dispatches send their `Notify` signals at once.
 ///
 /// Do not call ``dispatch(timeoutMs:)`` while the same thread holds a
 /// transaction open: a remote `Commit` would join it.
