@@ -7,7 +7,8 @@
 #
 # The c-abi scenario drives libordo.so from C (Benchmarks/c), built against
 # a private install prefix when include/ordo.h and `make install` exist; the
-# dbus scenario runs a release ordod and a libdbus client (Benchmarks/c).
+# dbus scenario runs a release ordod, a C host publishing its own bus through
+# that libordo.so (ordo-host-bench) and a libdbus observer (Benchmarks/c).
 # When their parts are missing the report says they are not available.
 
 BENCH_SCRATCH ?= .build-bench
@@ -18,9 +19,11 @@ BENCH_C       := $(BENCH_SCRATCH)/ordo-c-bench
 BENCH_CC      ?= cc
 BENCH_ORDOD   := $(BENCH_SCRATCH)/release/ordod
 BENCH_DBUS    := $(BENCH_SCRATCH)/ordo-dbus-bench
+BENCH_HOST    := $(BENCH_SCRATCH)/ordo-host-bench
 # Scenario programs are passed only when they were built.
 BENCH_ARGS     = $$(test -x $(BENCH_C) && echo --c-bench $(BENCH_C)) \
-                 $$(test -x $(BENCH_ORDOD) && test -x $(BENCH_DBUS) && echo --ordod $(BENCH_ORDOD) --dbus-bench $(BENCH_DBUS))
+                 $$(test -x $(BENCH_ORDOD) && test -x $(BENCH_DBUS) && echo --ordod $(BENCH_ORDOD) --dbus-bench $(BENCH_DBUS)) \
+                 $$(test -x $(BENCH_HOST) && echo --host-bench $(BENCH_HOST))
 
 .PHONY: bench bench-build bench-c bench-dbus test-bench
 TEST_TARGETS += test-bench
@@ -29,7 +32,7 @@ bench-build:
 	$(SWIFT) build -c release --scratch-path $(BENCH_SCRATCH) --product ordo-bench $(SWIFTFLAGS)
 
 bench-c:
-	@mkdir -p $(BENCH_SCRATCH); rm -f $(BENCH_C)
+	@mkdir -p $(BENCH_SCRATCH); rm -f $(BENCH_C) $(BENCH_HOST)
 	@if [ -f include/ordo.h ] && $(MAKE) -n install PREFIX=$(BENCH_PREFIX) >/dev/null 2>&1; then \
 	  echo "bench: installing libordo into $(BENCH_PREFIX) for the c-abi scenario"; \
 	  if $(MAKE) --no-print-directory install PREFIX=$(BENCH_PREFIX) >$(BENCH_SCRATCH)/install.log 2>&1; then \
@@ -42,6 +45,9 @@ bench-c:
 	    fi; \
 	    $(BENCH_CC) -std=c99 -O2 -Wall -Wextra -Werror -o $(BENCH_C) Benchmarks/c/ordo-c-bench.c $$flags \
 	      || echo "bench: building the C benchmark failed: c-abi not available"; \
+	    $(BENCH_CC) -std=c99 -O2 -Wall -Wextra -Werror -o $(BENCH_HOST) Benchmarks/c/ordo-host-bench.c $$flags \
+	      $$(pkg-config --cflags --libs dbus-1) \
+	      || echo "bench: building the D-Bus host benchmark failed: dbus notify_per_s not available"; \
 	  else \
 	    echo "bench: make install failed (see $(BENCH_SCRATCH)/install.log): c-abi not available"; \
 	  fi; \

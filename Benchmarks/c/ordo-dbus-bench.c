@@ -1,43 +1,74 @@
 /*
- * ordo-dbus-bench: the D-Bus scenario of ordo-bench. Through one bus
- * daemon (the private one ordod starts), measures in the same rounds:
+ * ordo-dbus-bench: the D-Bus scenario of ordo-bench, on the observer's side.
+ * Through one bus daemon (the private one ordod starts), measures in the
+ * same rounds:
  *
  *   ordo_notify_per_s     Notify signals per second received by a remote
- *                         observer of "bench.k" while a driver connection
- *                         sends Commit calls that change it (at most WINDOW
- *                         calls awaiting their reply);
+ *                         observer of "bench.k" while the process that
+ *                         publishes the bus (ordo-host-bench: a C program
+ *                         hosting its bus through libordo.so and publishing
+ *                         it with ordo_dbus_publish) commits transactions
+ *                         changing it;
  *   raw_signals_per_s     the same observer receiving signals of the same
- *                         signature (o t as a{sv}) sent straight from the
- *                         driver connection with libdbus;
- *   ordo_roundtrip_us     from sending a Commit to receiving its Notify;
- *   raw_signal_us         from sending a raw signal to receiving it;
- *   get_roundtrip_us      a Get method call to the service and its reply.
+ *                         signature (o t as a{sv}) sent by a plain libdbus
+ *                         connection of that same process, built the usual
+ *                         way (dbus_message_new_signal, then the arguments);
+ *   raw_body_first_per_s  the same, each signal built as OrdoDBus builds its
+ *                         Notify (arguments first, then the header fields);
+ *   ordo_commit_notify_per_s  the Notify rate when each change is a remote
+ *                         Commit call to ordod from a driver connection of
+ *                         this process (at most WINDOW calls awaiting their
+ *                         reply): call, reply and signal, three messages
+ *                         through the daemon per Notify;
+ *   ordo_roundtrip_us     from sending a Commit to ordod to receiving its
+ *                         Notify;
+ *   raw_signal_us         from sending a raw signal (driver connection) to
+ *                         receiving it;
+ *   get_roundtrip_us      a Get method call to ordod and its reply.
  *
- * usage: ordo-dbus-bench ADDRESS SERVICE ROUNDS BATCH SAMPLES
- * prints one "name median" line per figure; exits non-zero on a D-Bus error.
+ * Every batch is checked: the observer must receive exactly the values the
+ * producer sent (consecutive int64 values of bench.k, transaction ids
+ * increasing, the right contract path), or the program fails.
+ *
+ * usage: ordo-dbus-bench ADDRESS SERVICE ROUNDS BATCH SAMPLES [HOST_PROGRAM]
+ * SERVICE is ordod's name; HOST_PROGRAM (ordo-host-bench) is started with
+ * ADDRESS and HOST_NAME and driven through pipes. Without it, the first two
+ * figures are not measured and raw_signals_per_s comes from the driver
+ * connection. Prints one "name median" line per figure; exits non-zero on
+ * any failure.
  * Build: cc -O2 ordo-dbus-bench.c $(pkg-config --cflags --libs dbus-1)
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dbus/dbus.h>
 
 #include <poll.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #define PATH "/dev/ordo/Bus"
 #define IFACE "dev.ordo.Bus1"
 #define RAW_IFACE "dev.ordo.Bench"
 #define KEY "bench.k"
+#define HOST_NAME "dev.ordo.BenchHost"
 #define WINDOW 64
 #define TIMEOUT_MS 10000
 
 static const char *service;
 static const char *observer_name;
-static char contract_path[256];
-static int64_t value;
+static char contract_path[256];      /* the observer's contract at ordod */
+static char host_contract_path[256]; /* and at the host */
+static char ordod_unique[256], host_unique[256];
+static const char *raw_path = contract_path; /* what raw signals carry */
+static int64_t value; /* the driver's values (Commit calls and raw signals) */
+static pid_t host_pid;
+static FILE *host_in, *host_out;
 
 static double now_s(void) {
   struct timespec ts;
@@ -47,6 +78,7 @@ static double now_s(void) {
 
 static void die(const char *what, const char *detail) {
   fprintf(stderr, "ordo-dbus-bench: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
+  if (host_pid > 0) kill(host_pid, SIGTERM);
   exit(1);
 }
 
@@ -103,7 +135,7 @@ static DBusMessage *raw_message(int64_t v) {
   dbus_message_set_destination(m, observer_name);
   DBusMessageIter it;
   dbus_message_iter_init_append(m, &it);
-  const char *path = contract_path;
+  const char *path = raw_path;
   dbus_uint64_t txn = (dbus_uint64_t)v;
   const char *changed[1] = {KEY};
   dbus_message_iter_append_basic(&it, DBUS_TYPE_OBJECT_PATH, &path);
@@ -113,23 +145,94 @@ static DBusMessage *raw_message(int64_t v) {
   return m;
 }
 
-/* Reads what is available and counts the messages of interest. */
-typedef struct {
-  long notifies; /* Notify from the service */
-  long raws;     /* raw signals */
-  long replies;  /* method returns */
-} counts;
+/* What the observer received from one producer since the last reset. */
+enum { FROM_ORDOD, FROM_HOST, FROM_RAW, SOURCES };
+static const char *source_name[SOURCES] = {"ordod Notify", "host Notify", "raw signal"};
 
-static void drain(DBusConnection *c, counts *n) {
+typedef struct {
+  long count;
+  int64_t first, last;
+  uint64_t last_txn;
+  const char *broken; /* why the sequence is wrong, or NULL */
+} track;
+
+static track tracks[SOURCES];
+
+static void reset(int src) { memset(&tracks[src], 0, sizeof tracks[src]); }
+
+/* Reads (o path, t txn, as changed, a{sv} values) and records the value of
+ * KEY: consecutive values, increasing transaction ids, the expected path. */
+static void record(DBusMessage *m, int src, const char *want_path) {
+  track *t = &tracks[src];
+  DBusMessageIter it, sub, entry, var;
+  const char *path = NULL, *k = NULL;
+  dbus_uint64_t txn = 0;
+  int64_t v = 0;
+  int found = 0;
+  if (strcmp(dbus_message_get_signature(m), "otasa{sv}") != 0) {
+    t->broken = "wrong signature";
+    return;
+  }
+  dbus_message_iter_init(m, &it);
+  dbus_message_iter_get_basic(&it, &path);
+  dbus_message_iter_next(&it);
+  dbus_message_iter_get_basic(&it, &txn);
+  dbus_message_iter_next(&it);
+  dbus_message_iter_recurse(&it, &sub);
+  if (dbus_message_iter_get_arg_type(&sub) != DBUS_TYPE_STRING) t->broken = "no changed keypath";
+  dbus_message_iter_next(&it);
+  dbus_message_iter_recurse(&it, &sub);
+  while (dbus_message_iter_get_arg_type(&sub) == DBUS_TYPE_DICT_ENTRY) {
+    dbus_message_iter_recurse(&sub, &entry);
+    dbus_message_iter_get_basic(&entry, &k);
+    dbus_message_iter_next(&entry);
+    dbus_message_iter_recurse(&entry, &var);
+    if (strcmp(k, KEY) == 0 && dbus_message_iter_get_arg_type(&var) == DBUS_TYPE_INT64) {
+      dbus_message_iter_get_basic(&var, &v);
+      found = 1;
+    }
+    dbus_message_iter_next(&sub);
+  }
+  if (!found) t->broken = "no int64 value of " KEY;
+  else if (strcmp(path, want_path) != 0) t->broken = "wrong contract path";
+  else if (t->count > 0 && v != t->last + 1) t->broken = "values not consecutive";
+  else if (t->count > 0 && txn <= t->last_txn) t->broken = "transaction ids not increasing";
+  if (t->count == 0) t->first = v;
+  t->last = v;
+  t->last_txn = txn;
+  t->count++;
+}
+
+/* Checks that `src` received exactly the values first..last. */
+static void verify(int src, long batch, int64_t first, int64_t last) {
+  track *t = &tracks[src];
+  char msg[200];
+  if (t->broken || t->count != batch || t->first != first || t->last != last) {
+    snprintf(msg, sizeof msg, "%s: %s (received %ld, values %lld..%lld; sent %ld, values %lld..%lld)", source_name[src],
+             t->broken ? t->broken : "not what was sent", t->count, (long long)t->first, (long long)t->last, batch,
+             (long long)first, (long long)last);
+    die("check failed", msg);
+  }
+}
+
+/* Reads what is available, records the signals and counts the replies. */
+static long replies;
+
+static void drain(DBusConnection *c) {
   dbus_connection_read_write(c, 0);
   DBusMessage *m;
   while ((m = dbus_connection_pop_message(c))) {
     int t = dbus_message_get_type(m);
     if (t == DBUS_MESSAGE_TYPE_SIGNAL) {
-      if (dbus_message_is_signal(m, IFACE, "Notify")) n->notifies++;
-      else if (dbus_message_is_signal(m, RAW_IFACE, "Notify")) n->raws++;
+      const char *sender = dbus_message_get_sender(m);
+      if (dbus_message_is_signal(m, IFACE, "Notify") && sender) {
+        if (strcmp(sender, ordod_unique) == 0) record(m, FROM_ORDOD, contract_path);
+        else if (strcmp(sender, host_unique) == 0) record(m, FROM_HOST, host_contract_path);
+      } else if (dbus_message_is_signal(m, RAW_IFACE, "Notify")) {
+        record(m, FROM_RAW, raw_path);
+      }
     } else if (t == DBUS_MESSAGE_TYPE_METHOD_RETURN) {
-      n->replies++;
+      replies++;
     } else if (t == DBUS_MESSAGE_TYPE_ERROR) {
       DBusError err;
       dbus_error_init(&err);
@@ -150,18 +253,20 @@ static void wait_either(DBusConnection *a, DBusConnection *b) {
   if (r == 0) die("timed out waiting for messages", NULL);
 }
 
-/* Sends `batch` messages from drv (Commit calls, at most WINDOW awaiting a
- * reply; or raw signals) and returns the rate at which obs receives what they
+/* Sends `batch` Commit calls (at most WINDOW awaiting a reply) or raw
+ * signals from drv, and returns the rate at which obs receives what they
  * cause, per second. */
 static double throughput(DBusConnection *drv, DBusConnection *obs, long batch, int raw) {
-  counts d = {0, 0, 0}, o = {0, 0, 0};
+  int src = raw ? FROM_RAW : FROM_ORDOD;
+  reset(src);
+  replies = 0;
+  int64_t first = value + 1;
   long sent = 0;
   double t0 = now_s();
   for (;;) {
-    long received = raw ? o.raws : o.notifies;
-    if (received >= batch && (raw || d.replies >= batch)) break;
+    if (tracks[src].count >= batch && (raw || replies >= batch)) break;
     int progressed = 0;
-    while (sent < batch && (raw || sent - d.replies < WINDOW)) {
+    while (sent < batch && (raw || sent - replies < WINDOW)) {
       DBusMessage *m = raw ? raw_message(++value) : commit_message(++value);
       if (!dbus_connection_send(drv, m, NULL)) die("send", NULL);
       dbus_message_unref(m);
@@ -169,35 +274,63 @@ static double throughput(DBusConnection *drv, DBusConnection *obs, long batch, i
       progressed = 1;
     }
     if (progressed) dbus_connection_flush(drv);
-    long before = d.replies + o.notifies + o.raws;
-    drain(drv, &d);
-    drain(obs, &o);
-    if (d.replies + o.notifies + o.raws == before && !progressed) wait_either(drv, obs);
+    long before = replies + tracks[src].count;
+    drain(drv);
+    drain(obs);
+    if (replies + tracks[src].count == before && !progressed) wait_either(drv, obs);
   }
   double t1 = now_s();
+  verify(src, batch, first, value);
+  return (double)batch / (t1 - t0);
+}
+
+/* Asks the host to produce `batch` signals ("ordo": commits on its bus;
+ * "raw", "raw-body-first": plain libdbus signals) and returns the rate at
+ * which obs receives them, per second, from the command to the last signal. */
+static double host_throughput(DBusConnection *obs, const char *command, long batch) {
+  int src = strncmp(command, "raw", 3) == 0 ? FROM_RAW : FROM_HOST;
+  reset(src);
+  double t0 = now_s();
+  fprintf(host_in, "%s %ld\n", command, batch);
+  fflush(host_in);
+  while (tracks[src].count < batch) {
+    long before = tracks[src].count;
+    drain(obs);
+    if (tracks[src].count == before) wait_either(obs, obs);
+  }
+  double t1 = now_s();
+  char line[128];
+  long long first = 0, last = 0;
+  if (!fgets(line, sizeof line, host_out) || sscanf(line, "ok %lld %lld", &first, &last) != 2) {
+    die("ordo-host-bench did not answer", command);
+  }
+  verify(src, batch, first, last);
   return (double)batch / (t1 - t0);
 }
 
 /* One Commit → Notify (or raw signal) latency, in microseconds. */
 static double latency(DBusConnection *drv, DBusConnection *obs, int raw) {
-  counts d = {0, 0, 0}, o = {0, 0, 0};
+  int src = raw ? FROM_RAW : FROM_ORDOD;
+  reset(src);
+  replies = 0;
+  int64_t v = ++value;
   double t0 = now_s();
-  DBusMessage *m = raw ? raw_message(++value) : commit_message(++value);
+  DBusMessage *m = raw ? raw_message(v) : commit_message(v);
   if (!dbus_connection_send(drv, m, NULL)) die("send", NULL);
   dbus_message_unref(m);
   dbus_connection_flush(drv);
-  double t1 = 0;
-  while ((raw ? o.raws : o.notifies) < 1) {
-    drain(obs, &o);
-    if ((raw ? o.raws : o.notifies) >= 1) break;
+  while (tracks[src].count < 1) {
+    drain(obs);
+    if (tracks[src].count >= 1) break;
     wait_either(obs, obs);
   }
-  t1 = now_s();
-  while (!raw && d.replies < 1) {
-    drain(drv, &d);
-    if (d.replies >= 1) break;
+  double t1 = now_s();
+  while (!raw && replies < 1) {
+    drain(drv);
+    if (replies >= 1) break;
     wait_either(drv, drv);
   }
+  verify(src, 1, v, v);
   return (t1 - t0) * 1e6;
 }
 
@@ -218,32 +351,10 @@ static double get_roundtrip(DBusConnection *drv) {
   return (t1 - t0) * 1e6;
 }
 
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double *xs, long n) {
-  qsort(xs, (size_t)n, sizeof *xs, cmp);
-  return n % 2 ? xs[n / 2] : (xs[n / 2 - 1] + xs[n / 2]) / 2;
-}
-
-int main(int argc, char **argv) {
-  if (argc != 6) {
-    fprintf(stderr, "usage: ordo-dbus-bench ADDRESS SERVICE ROUNDS BATCH SAMPLES\n");
-    return 64;
-  }
-  const char *address = argv[1];
-  service = argv[2];
-  long rounds = atol(argv[3]), batch = atol(argv[4]), samples = atol(argv[5]);
-  if (rounds <= 0 || batch <= 0 || samples <= 0) die("ROUNDS, BATCH and SAMPLES must be positive", NULL);
-
-  DBusConnection *drv = connect_to(address);
-  DBusConnection *obs = connect_to(address);
-  observer_name = dbus_bus_get_unique_name(obs);
-
-  /* The observer: Register("bench-observer", [KEY], [], {}). */
-  DBusMessage *m = dbus_message_new_method_call(service, PATH, IFACE, "Register");
+/* Register("bench-observer", [KEY], [], {}) at `dest`; stores the contract
+ * path and the unique name of the service that answered. */
+static void register_observer(DBusConnection *obs, const char *dest, char *path_out, char *unique_out) {
+  DBusMessage *m = dbus_message_new_method_call(dest, PATH, IFACE, "Register");
   check_oom(m);
   DBusMessageIter it, opts;
   const char *name = "bench-observer";
@@ -260,35 +371,145 @@ int main(int argc, char **argv) {
   if (!r) die("Register", err.message);
   const char *path = NULL;
   if (!dbus_message_get_args(r, &err, DBUS_TYPE_OBJECT_PATH, &path, DBUS_TYPE_INVALID)) die("Register reply", err.message);
-  snprintf(contract_path, sizeof contract_path, "%s", path);
+  snprintf(path_out, 256, "%s", path);
+  snprintf(unique_out, 256, "%s", dbus_message_get_sender(r));
   dbus_message_unref(r);
   dbus_message_unref(m);
+}
+
+/* Starts the host program with pipes to its stdin and stdout. */
+static void start_host(const char *program, const char *address) {
+  int in[2], out[2];
+  if (pipe(in) != 0 || pipe(out) != 0) die("pipe", NULL);
+  host_pid = fork();
+  if (host_pid < 0) die("fork", NULL);
+  if (host_pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    close(in[0]);
+    close(in[1]);
+    close(out[0]);
+    close(out[1]);
+    execl(program, program, address, HOST_NAME, (char *)NULL);
+    perror(program);
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  host_in = fdopen(in[1], "w");
+  host_out = fdopen(out[0], "r");
+  check_oom(host_in && host_out ? host_in : NULL);
+  char line[128];
+  if (!fgets(line, sizeof line, host_out) || strcmp(line, "ready\n") != 0) die("ordo-host-bench did not start", program);
+}
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *xs, long n) {
+  qsort(xs, (size_t)n, sizeof *xs, cmp);
+  return n % 2 ? xs[n / 2] : (xs[n / 2 - 1] + xs[n / 2]) / 2;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 6 && argc != 7) {
+    fprintf(stderr, "usage: ordo-dbus-bench ADDRESS SERVICE ROUNDS BATCH SAMPLES [HOST_PROGRAM]\n");
+    return 64;
+  }
+  const char *address = argv[1];
+  service = argv[2];
+  long rounds = atol(argv[3]), batch = atol(argv[4]), samples = atol(argv[5]);
+  if (rounds <= 0 || batch <= 0 || samples <= 0) die("ROUNDS, BATCH and SAMPLES must be positive", NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  DBusConnection *drv = connect_to(address);
+  DBusConnection *obs = connect_to(address);
+  observer_name = dbus_bus_get_unique_name(obs);
+  register_observer(obs, service, contract_path, ordod_unique);
+  if (argc == 7) {
+    start_host(argv[6], address);
+    register_observer(obs, HOST_NAME, host_contract_path, host_unique);
+    raw_path = host_contract_path;
+    char line[128];
+    fprintf(host_in, "dest %s %s\n", observer_name, host_contract_path);
+    fflush(host_in);
+    if (!fgets(line, sizeof line, host_out) || strcmp(line, "ok\n") != 0) die("ordo-host-bench: dest", NULL);
+  }
+  int hosted = host_pid > 0;
 
   /* Warm-up. */
-  throughput(drv, obs, batch / 4 + 1, 0);
-  throughput(drv, obs, batch / 4 + 1, 1);
+  long warm = batch / 4 + 1;
+  throughput(drv, obs, warm, 0);
+  if (hosted) {
+    host_throughput(obs, "ordo", warm);
+    host_throughput(obs, "raw", warm);
+    host_throughput(obs, "raw-body-first", warm);
+  } else {
+    throughput(drv, obs, warm, 1);
+  }
 
   double *ordo_rate = calloc((size_t)rounds, sizeof(double));
   double *raw_rate = calloc((size_t)rounds, sizeof(double));
+  double *commit_rate = calloc((size_t)rounds, sizeof(double));
+  double *tuned_rate = calloc((size_t)rounds, sizeof(double));
   double *ordo_lat = calloc((size_t)(rounds * samples), sizeof(double));
   double *raw_lat = calloc((size_t)(rounds * samples), sizeof(double));
   double *get_lat = calloc((size_t)(rounds * samples), sizeof(double));
-  check_oom(ordo_rate && raw_rate && ordo_lat && raw_lat && get_lat ? ordo_rate : NULL);
+  check_oom(ordo_rate && raw_rate && commit_rate && tuned_rate && ordo_lat && raw_lat && get_lat ? ordo_rate : NULL);
   for (long i = 0; i < rounds; i++) {
-    ordo_rate[i] = throughput(drv, obs, batch, 0);
-    raw_rate[i] = throughput(drv, obs, batch, 1);
+    if (hosted) {
+      /* Rotate which producer goes first, so none always follows another. */
+      for (int k = 0; k < 3; k++) {
+        switch ((i + k) % 3) {
+        case 0: ordo_rate[i] = host_throughput(obs, "ordo", batch); break;
+        case 1: raw_rate[i] = host_throughput(obs, "raw", batch); break;
+        default: tuned_rate[i] = host_throughput(obs, "raw-body-first", batch); break;
+        }
+      }
+    } else {
+      raw_rate[i] = throughput(drv, obs, batch, 1);
+    }
+    commit_rate[i] = throughput(drv, obs, batch, 0);
     for (long s = 0; s < samples; s++) {
       ordo_lat[i * samples + s] = latency(drv, obs, 0);
       raw_lat[i * samples + s] = latency(drv, obs, 1);
       get_lat[i * samples + s] = get_roundtrip(drv);
     }
   }
-  printf("ordo_notify_per_s %.1f\n", median(ordo_rate, rounds));
+  /* The per-round ratio, steadier than the ratio of medians on a loaded machine. */
+  double *ratio = calloc((size_t)rounds, sizeof(double));
+  double *commit_ratio = calloc((size_t)rounds, sizeof(double));
+  double *tuned_ratio = calloc((size_t)rounds, sizeof(double));
+  check_oom(ratio && commit_ratio && tuned_ratio ? ratio : NULL);
+  for (long i = 0; i < rounds; i++) {
+    ratio[i] = ordo_rate[i] / raw_rate[i];
+    commit_ratio[i] = commit_rate[i] / raw_rate[i];
+    tuned_ratio[i] = hosted ? ordo_rate[i] / tuned_rate[i] : 0;
+  }
+  if (hosted) {
+    printf("ordo_notify_per_s %.1f\n", median(ordo_rate, rounds));
+    printf("ordo_vs_raw %.4f\n", median(ratio, rounds));
+    printf("raw_body_first_per_s %.1f\n", median(tuned_rate, rounds));
+    printf("ordo_vs_raw_body_first %.4f\n", median(tuned_ratio, rounds));
+  }
   printf("raw_signals_per_s %.1f\n", median(raw_rate, rounds));
+  printf("ordo_commit_notify_per_s %.1f\n", median(commit_rate, rounds));
+  printf("ordo_commit_vs_raw %.4f\n", median(commit_ratio, rounds));
   printf("ordo_roundtrip_us %.2f\n", median(ordo_lat, rounds * samples));
   printf("raw_signal_us %.2f\n", median(raw_lat, rounds * samples));
   printf("get_roundtrip_us %.2f\n", median(get_lat, rounds * samples));
   fflush(stdout);
+  if (hosted) {
+    fclose(host_in);
+    int status = 0;
+    if (waitpid(host_pid, &status, 0) != host_pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      host_pid = 0;
+      die("ordo-host-bench did not exit cleanly", NULL);
+    }
+    fclose(host_out);
+  }
   dbus_connection_close(drv);
   dbus_connection_close(obs);
   dbus_connection_unref(drv);

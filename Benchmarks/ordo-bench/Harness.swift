@@ -38,6 +38,8 @@ struct Settings {
   /// `ordod` and the C D-Bus benchmark program (scenario dbus).
   var ordod: String?
   var dbusBench: String?
+  /// The C program publishing its own bus (scenario dbus, `notify_per_s`).
+  var hostBench: String?
   /// `--profile WORKLOAD`: only Ordo's side of one workload.
   var profile: String?
 

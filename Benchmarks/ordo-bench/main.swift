@@ -11,12 +11,13 @@ import Foundation
 
 let usage = """
   usage: ordo-bench [--quick] [--json PATH] [--only SCENARIO[,SCENARIO…]] [--c-bench PROGRAM]
-                    [--ordod PROGRAM --dbus-bench PROGRAM] [--profile WORKLOAD]
+                    [--ordod PROGRAM --dbus-bench PROGRAM [--host-bench PROGRAM]] [--profile WORKLOAD]
     --quick     smaller sizes (up to 100 000 contracts) and fewer repetitions
     --json      also write the results as JSON to PATH
     --only      run only these scenarios: memory, scale, delivery, coalescing, c-abi, dbus
     --c-bench   the C program of the c-abi scenario (built by `make bench`)
-    --ordod, --dbus-bench   ordod and the C program of the dbus scenario
+    --ordod, --dbus-bench   ordod and the C observer program of the dbus scenario
+    --host-bench            the C program publishing its own bus (dbus notify_per_s)
     --profile   run only Ordo's side of one workload, for a profiler:
                 commit:N, delivery, register:N (see Profile.swift)
   """
@@ -45,6 +46,7 @@ func parseArguments() -> Settings {
     case "--profile": s.profile = value(a)
     case "--ordod": s.ordod = value(a)
     case "--dbus-bench": s.dbusBench = value(a)
+    case "--host-bench": s.hostBench = value(a)
     case "-h", "--help":
       print(usage)
       exit(0)

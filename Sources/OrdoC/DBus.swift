@@ -6,7 +6,8 @@
 // The thread that calls ordo_dbus_dispatch owns the D-Bus connection: remote
 // Commits run their transactions, and so call the program's contracts, on
 // it. Other threads may commit at any time; their Notify signals are sent by
-// the next ordo_dbus_dispatch (ordo_dbus_fd becomes readable for it).
+// the next ordo_dbus_dispatch (ordo_dbus_fd becomes readable for it). Commits
+// on the dispatching thread between two dispatches send theirs at once.
 
 import COrdo
 import Ordo

@@ -14,8 +14,10 @@ import Glibc
 /// an epoll set, dispatches incoming messages one at a time to ``handler``
 /// (outside libdbus' own dispatch, so a handler may do anything), and sends
 /// what was queued with ``send(_:droppable:)``. Other threads only queue
-/// messages and write an eventfd that wakes the loop. The epoll fd (``fd``)
-/// is readable whenever the link has work: a host can poll it.
+/// messages and write an eventfd that wakes the loop. The loop thread, when
+/// it sends outside ``step(timeoutMs:)`` (a host committing on the thread
+/// that dispatches), hands the message to libdbus at once. The epoll fd
+/// (``fd``) is readable whenever the link has work: a host can poll it.
 final class Link: @unchecked Sendable {
   let conn: OpaquePointer
   /// Readable when ``step(timeoutMs:)`` has work to do.
@@ -29,6 +31,8 @@ final class Link: @unchecked Sendable {
   private var timeouts: [OpaquePointer: Int64] = [:]
   private var inbox: [DBusMessageRef] = []
   private var closed = false
+  /// Depth of ``step(timeoutMs:)`` calls (nested while a writer is awaited).
+  private var stepping = 0
 
   /// Called on the loop thread for each incoming method call and for each
   /// signal the filter accepts.
@@ -136,7 +140,19 @@ final class Link: @unchecked Sendable {
   /// Queues a message; the loop thread sends queued messages in order.
   /// A droppable message is dropped (and counted) when the connection's
   /// outgoing queue is over ``maxOutgoingBytes``.
+  ///
+  /// On the loop thread outside ``step(timeoutMs:)`` (a host that commits
+  /// on the thread that dispatches, between two dispatches) the message goes
+  /// to libdbus at once, after what other threads queued: nothing would
+  /// send it before the next step, and the host's poll of ``fd`` would not
+  /// wake for it. Inside a step, messages are queued so that a handler can
+  /// still place a reply before them (``send(_:at:)``); the step sends them.
   func send(_ m: DBusMessageRef, droppable: Bool = false) {
+    if onLoopThread && stepping == 0 && !closed {  // loop-thread state read on the loop thread only
+      flushOutbox()
+      transmit(m, droppable)
+      return
+    }
     outbox.withLock { $0.append((m, droppable)) }
     if !onLoopThread { wake() }
   }
@@ -149,6 +165,18 @@ final class Link: @unchecked Sendable {
   func send(_ m: DBusMessageRef, at index: Int) {
     outbox.withLock { $0.insert((m, false), at: min(index, $0.count)) }
     if !onLoopThread { wake() }
+  }
+
+  /// Runs `body` on the loop thread with its sends queued, as inside a step
+  /// (so that ``mark`` and ``send(_:at:)`` order them), then sends them.
+  /// For handlers run outside ``step(timeoutMs:)``.
+  func queueing<R>(_ body: () throws -> R) rethrows -> R {
+    stepping += 1
+    defer {
+      stepping -= 1
+      if stepping == 0 { flushOutbox() }
+    }
+    return try body()
   }
 
   private var onLoopThread: Bool { loopThread.load(ordering: .relaxed) == UInt(pthread_self()) }
@@ -165,17 +193,22 @@ final class Link: @unchecked Sendable {
 
   private func flushOutbox() {
     let items = outbox.withLock { q -> [(DBusMessageRef, Bool)] in
+      if q.isEmpty { return [] }
       let x = q
       q.removeAll()
       return x
     }
-    for (m, droppable) in items {
-      if droppable && maxOutgoingBytes > 0 && dbus_connection_get_outgoing_size(conn) > maxOutgoingBytes {
-        droppedCount.add(1, ordering: .relaxed)
-        continue
-      }
-      if dbus_connection_send(conn, m.raw, nil) != 0 { sentCount.add(1, ordering: .relaxed) }
+    for (m, droppable) in items { transmit(m, droppable) }
+  }
+
+  /// Hands one message to libdbus (which writes it at once when the socket
+  /// takes it). Loop thread.
+  private func transmit(_ m: DBusMessageRef, _ droppable: Bool) {
+    if droppable && maxOutgoingBytes > 0 && dbus_connection_get_outgoing_size(conn) > maxOutgoingBytes {
+      droppedCount.add(1, ordering: .relaxed)
+      return
     }
+    if dbus_connection_send(conn, m.raw, nil) != 0 { sentCount.add(1, ordering: .relaxed) }
   }
 
   // MARK: The loop
@@ -187,6 +220,8 @@ final class Link: @unchecked Sendable {
   func step(timeoutMs: Int32) -> Bool {
     guard !closed else { return false }
     loopThread.store(UInt(pthread_self()), ordering: .relaxed)
+    stepping += 1
+    defer { stepping -= 1 }
     flushOutbox()
     var wait = timeoutMs
     if !inbox.isEmpty || dbus_connection_get_dispatch_status(conn) == DBUS_DISPATCH_DATA_REMAINS { wait = 0 }

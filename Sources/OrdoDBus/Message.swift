@@ -29,9 +29,28 @@ public final class DBusMessageRef: @unchecked Sendable {
   var errorName: String? { dbus_message_get_error_name(raw).map { String(cString: $0) } }
   var noReply: Bool { dbus_message_get_no_reply(raw) != 0 }
 
-  static func signal(path: String, interface: String, member: String) -> DBusMessageRef? {
-    guard let m = dbus_message_new_signal(path, interface, member) else { return nil }
-    return DBusMessageRef(owning: m)
+  // Building a message: libdbus rewrites the whole header (re-marshalling
+  // every field in it) each time the body's signature changes, that is for
+  // each top-level argument and each top-level container closed. A message
+  // whose header holds only the signature while its body is written, and
+  // gets its other fields afterwards (appended, not rewritten), costs about
+  // half as much to build: a Notify `(o t as a{sv})` with one value, about
+  // 50 000 instructions instead of 100 000, the largest cost of sending it.
+
+  /// A signal, its body written by `body` before its header fields are set
+  /// (see above). Nil when libdbus runs out of memory.
+  static func signal(
+    path: String, interface: String, member: String, destination: String?, _ body: (inout MessageWriter) -> Void
+  ) -> DBusMessageRef? {
+    guard let raw = dbus_message_new(ORDO_DBUS_MESSAGE_TYPE_SIGNAL) else { return nil }
+    let m = DBusMessageRef(owning: raw)
+    var w = m.writer()
+    body(&w)
+    guard dbus_message_set_path(raw, path) != 0, dbus_message_set_interface(raw, interface) != 0,
+      dbus_message_set_member(raw, member) != 0
+    else { return nil }
+    if let destination, dbus_message_set_destination(raw, destination) == 0 { return nil }
+    return m
   }
 
   static func methodCall(destination: String, path: String, interface: String, member: String) -> DBusMessageRef? {
@@ -39,9 +58,18 @@ public final class DBusMessageRef: @unchecked Sendable {
     return DBusMessageRef(owning: m)
   }
 
-  func methodReturn() -> DBusMessageRef? {
-    guard let m = dbus_message_new_method_return(raw) else { return nil }
-    return DBusMessageRef(owning: m)
+  /// The reply to this method call, its body written by `body` before its
+  /// header fields are set (see above): what `dbus_message_new_method_return`
+  /// makes (reply serial, destination = the caller, no reply expected).
+  func methodReturn(_ body: (inout MessageWriter) -> Void) -> DBusMessageRef? {
+    guard let r = dbus_message_new(ORDO_DBUS_MESSAGE_TYPE_METHOD_RETURN) else { return nil }
+    let m = DBusMessageRef(owning: r)
+    var w = m.writer()
+    body(&w)
+    dbus_message_set_no_reply(r, 1)
+    guard dbus_message_set_reply_serial(r, dbus_message_get_serial(raw)) != 0 else { return nil }
+    if let sender = dbus_message_get_sender(raw), dbus_message_set_destination(r, sender) == 0 { return nil }
+    return m
   }
 
   func error(_ name: String, _ message: String) -> DBusMessageRef? {
@@ -49,7 +77,6 @@ public final class DBusMessageRef: @unchecked Sendable {
     return DBusMessageRef(owning: m)
   }
 
-  func setDestination(_ name: String) { dbus_message_set_destination(raw, name) }
 
   /// A reader positioned at the first argument.
   func reader() -> MessageReader { MessageReader(self) }

@@ -83,7 +83,8 @@ public enum LogLevel: Int, Sendable, Comparable, CaseIterable {
 /// method call and runs the transactions of remote `Commit`s (so contract
 /// callbacks of the host run on it for those). Other threads may commit on
 /// the bus at any time: `Notify` signals their passes produce are queued and
-/// sent by the service thread, which ``fd`` wakes.
+/// sent by the service thread, which ``fd`` wakes. The service thread's own
+/// commits between two dispatches send their `Notify` signals at once.
 ///
 /// Do not call ``dispatch(timeoutMs:)`` while the same thread holds a
 /// transaction open: a remote `Commit` would join it.
@@ -258,8 +259,10 @@ public final class DBusService: @unchecked Sendable {
     defer { draining = false }
     while !deferred.isEmpty {
       if slot.active?.foreign == true { return }
+      // Sends stay queued while a call runs, as in a step: a Register
+      // places its reply before the Notify its registration caused.
       switch deferred.removeFirst() {
-      case .call(let m): handle(m, replay: true)
+      case .call(let m): link.queueing { handle(m, replay: true) }
       case .peerLeft(let name): removePeer(name)
       }
     }
@@ -343,10 +346,7 @@ public final class DBusService: @unchecked Sendable {
   }
 
   private func reply(_ m: DBusMessageRef, _ body: (inout MessageWriter) -> Void) -> DBusMessageRef? {
-    guard let r = m.methodReturn() else { return nil }
-    var w = r.writer()
-    body(&w)
-    return r
+    m.methodReturn(body)
   }
 
   private func busMethod(_ m: DBusMessageRef, _ member: String, _ sender: String) throws(OrdoServiceError) -> DBusMessageRef? {
@@ -781,9 +781,7 @@ public final class DBusService: @unchecked Sendable {
   /// `Unregister` and `Commit` (they would wait for the bus this pass holds).
   private func writerCall(owner: String, name: String, timeoutMs: UInt32, _ note: Notification) throws {
     let onLoop = link.isLoopThread
-    if onLoop, let r = initialRegister, !r.replied, let ret = r.call.methodReturn() {
-      var w = ret.writer()
-      w.objectPath(ordoContractPathPrefix + String(note.contract))
+    if onLoop, let r = initialRegister, !r.replied, let ret = r.call.methodReturn({ $0.objectPath(ordoContractPathPrefix + String(note.contract)) }) {
       link.send(ret)
       initialRegister?.replied = true
     }
@@ -821,7 +819,7 @@ public final class DBusService: @unchecked Sendable {
         throw error
       }
       completes.add(1, ordering: .relaxed)
-      if !call.noReply, let ret = call.methodReturn() { link.send(ret) }
+      if !call.noReply, let ret = call.methodReturn({ _ in }) { link.send(ret) }
     case .refused(let why):
       throw RemoteWriterFailure(description: "\(who): its Complete of transaction \(note.transaction) could not be read: \(why)")
     case .timedOut, .ownerLeft, .serviceBusy:
@@ -842,8 +840,6 @@ public final class DBusService: @unchecked Sendable {
 
   /// Sends a remote contract's `Notify`. Runs on the committing thread.
   private func notify(owner: String, _ note: Notification, droppable: Bool = true) {
-    guard let m = DBusMessageRef.signal(path: ordoObjectPath, interface: ordoInterface, member: "Notify") else { return }
-    m.setDestination(owner)
     let values = bus.values(of: note)
     var changed = Array(note.changed)
     var entries: [(String, Value)] = []
@@ -863,11 +859,13 @@ public final class DBusService: @unchecked Sendable {
         notifyTruncated.add(1, ordering: .relaxed)
       }
     }
-    var w = m.writer()
-    w.objectPath(ordoContractPathPrefix + String(note.contract))
-    w.uint64(note.transaction)
-    w.stringArray(changed)
-    w.valueDict(entries)
+    let message = DBusMessageRef.signal(path: ordoObjectPath, interface: ordoInterface, member: "Notify", destination: owner) { w in
+      w.objectPath(ordoContractPathPrefix + String(note.contract))
+      w.uint64(note.transaction)
+      w.stringArray(changed)
+      w.valueDict(entries)
+    }
+    guard let m = message else { return }
     notifySent.add(1, ordering: .relaxed)
     link.send(m, droppable: droppable)
   }

@@ -8,7 +8,12 @@
  *   "double"   priority -3, reads in.raw, writes in.norm = 2 * in.raw
  *   "sum"      data, reads in.norm, writes calc.sum = in.norm + 1   (calc.sum has level 1)
  *   "control"  data, reads ctl.*: ctl.burst = N starts a thread that commits
- *              bg.n = 1..N from outside the dispatch thread; ctl.quit ends.
+ *              bg.n = 1..N from outside the dispatch thread; ctl.local = N
+ *              makes the main loop, once ordo_dbus_fd is idle, commit
+ *              loc.n = 1..N itself, between two dispatches, then wait on
+ *              ordo_dbus_fd with no timeout (the Notify signals must go out
+ *              without any other event);
+ *              ctl.quit ends.
  * Prints "ready" once published, "bye" before a clean exit.
  */
 #include <ordo.h>
@@ -23,6 +28,7 @@ static int quit_requested;
 static long long burst_count;
 static pthread_t burst_thread;
 static int burst_started;
+static long long local_count;
 
 #define CHECK(expr)                                                                  \
   do {                                                                               \
@@ -63,6 +69,11 @@ static void on_control(ordo_bus *bus, const ordo_notification *note, void *user)
   (void)user;
   for (size_t i = 0; i < note->n_changed; i++) {
     if (strcmp(note->changed[i], "ctl.quit") == 0) quit_requested = 1;
+    if (strcmp(note->changed[i], "ctl.local") == 0) {
+      int64_t n = 0;
+      CHECK(ordo_get_int64(bus, "ctl.local", &n));
+      local_count = n;
+    }
     if (strcmp(note->changed[i], "ctl.burst") == 0 && !burst_started) {
       int64_t n = 0;
       CHECK(ordo_get_int64(bus, "ctl.burst", &n));
@@ -137,11 +148,26 @@ int main(int argc, char **argv) {
   printf("ready\n");
   fflush(stdout);
 
+  int timeout = 1000;
   while (!quit_requested) {
     struct pollfd p = {fd, POLLIN, 0};
-    int n = poll(&p, 1, 1000);
+    int n = poll(&p, 1, timeout);
+    timeout = 1000;
     if (n < 0) continue;
     CHECK(ordo_dbus_dispatch(bus, 0));
+    if (local_count > 0) {
+      /* Commits on the dispatching thread, outside ordo_dbus_dispatch, once
+         the connection is idle (as after a timer or a UI event). */
+      struct pollfd idle = {fd, POLLIN, 0};
+      while (poll(&idle, 1, 0) > 0) CHECK(ordo_dbus_dispatch(bus, 0));
+      for (long long i = 1; i <= local_count; i++) {
+        CHECK(ordo_begin(bus));
+        CHECK(ordo_set_int64(bus, "loc.n", i));
+        CHECK(ordo_commit(bus, NULL));
+      }
+      local_count = 0;
+      timeout = -1;
+    }
   }
   if (burst_started) pthread_join(burst_thread, NULL);
   /* Let the last Notify signals go out, then stop publishing with the bus. */

@@ -660,6 +660,22 @@ class CHost(CHostCase):
         self.assertTrue(all(n[0] == path for n in notes))
         self.finish(w)
 
+    def test_commits_on_the_dispatching_thread_between_dispatches(self):
+        # The host commits on the thread that calls ordo_dbus_dispatch, then
+        # waits on ordo_dbus_fd without a timeout: the Notify signals must
+        # leave without another dispatch.
+        r, w = Peer(self.env.address), Peer(self.env.address)
+        for x in (r, w):
+            self.addCleanup(x.close)
+        path = r.register("loc", ["loc.n"])
+        N = 500
+        self.assertEqual(w.commit({"ctl.local": ("x", N)}), 1)
+        notes = r.notifies(N, timeout=20)
+        self.assertEqual([n[3]["loc.n"][1] for n in notes], list(range(1, N + 1)))
+        self.assertEqual([n[1] for n in notes], list(range(2, N + 2)))
+        self.assertTrue(all(n[0] == path for n in notes))
+        self.finish(w)
+
 
 class Daemon(unittest.TestCase):
     """ordod's own bus handling, without the per-test Env ordod."""
