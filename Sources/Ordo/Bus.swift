@@ -305,7 +305,7 @@ public final class Bus: @unchecked Sendable {
 
   /// The contracts whose read sets a write to `n` affects, each once. Cached
   /// on the node until the next registration or unregistration. Lock held.
-  private func readers(_ n: KeyNode) -> [ContractState] {
+  private func readers(_ n: KeyNode) -> Readers {
     if n.readersGeneration == indexGeneration { return n.readers }
     var list: [ContractState] = []
     readIndex.forEachReader(affectedBy: n.ids) { list.append($0) }
@@ -318,9 +318,9 @@ public final class Bus: @unchecked Sendable {
         return r === last
       }
     }
-    n.readers = list
+    n.readers = Readers(list)
     n.readersGeneration = indexGeneration
-    return list
+    return n.readers
   }
 
   // MARK: - Writes
@@ -513,7 +513,7 @@ public final class Bus: @unchecked Sendable {
       if r !== c, r.key < key, earlier == nil || r.key < earlier!.key { earlier = r }
     }
     if let n {
-      for r in readers(n) { check(r) }
+      readers(n).forEach(check)
     } else {
       readIndex.forEachReader(affectedBy: keyIDs, check)
     }
@@ -572,8 +572,8 @@ public final class Bus: @unchecked Sendable {
   private func schedule(readersOf n: KeyNode, after: ContractState) {
     let serial = passSerial
     let afterKey = after.key
-    for r in readers(n) {
-      guard r.registered, r.calledSerial != serial, r !== after, !(r.key < afterKey) else { continue }
+    readers(n).forEach { r in
+      guard r.registered, r.calledSerial != serial, r !== after, !(r.key < afterKey) else { return }
       if r.scheduledSerial != serial {
         r.scheduledSerial = serial
         r.clearTriggers()
@@ -601,18 +601,14 @@ public final class Bus: @unchecked Sendable {
         // A contract's own initial-call writes do not schedule it; a keypath
         // also written by another contract (or outside callbacks) does.
         let skip: ContractID = n.external || n.writtenBy.count != 1 ? 0 : n.writtenBy[0]
-        if n.readersGeneration != generation { _ = readers(n) }
-        n.readers.withUnsafeBufferPointer { readers in
-          for j in readers.indices {
-            unowned(unsafe) let r = readers[j]
-            guard r.registered && r.calledSerial != serial && r.id != skip else { continue }
-            if r.scheduledSerial != serial {
-              r.scheduledSerial = serial
-              r.clearTriggers()
-              schedule.push(r)
-            }
-            r.addTrigger(n)
+        (n.readersGeneration == generation ? n.readers : readers(n)).forEach { r in
+          guard r.registered && r.calledSerial != serial && r.id != skip else { return }
+          if r.scheduledSerial != serial {
+            r.scheduledSerial = serial
+            r.clearTriggers()
+            schedule.push(r)
           }
+          r.addTrigger(n)
         }
       }
     }

@@ -38,13 +38,11 @@ final class MonitorLock: @unchecked Sendable {
 /// keypaths (for `removeTree` and snapshots), its part in the running
 /// transaction's journal, and a cache of the contracts a write to it affects.
 final class KeyNode {
+  // Fields a write and its pass touch come first, so that they share few
+  // cache lines.
   /// The full keypath ("" for the root).
   let key: String
-  /// Its interned segment ids.
-  let ids: [UInt32]
-  @exclusivity(unchecked) var children: [UInt32: KeyNode] = [:]
   @exclusivity(unchecked) var value: Value?
-  @exclusivity(unchecked) var counter: UInt64 = 0
 
   // Journal: valid when the serial equals the journal's.
   /// The node was written as a keypath in this transaction.
@@ -55,6 +53,11 @@ final class KeyNode {
   @exclusivity(unchecked) var ownValue = false
   @exclusivity(unchecked) var touched = false
   @exclusivity(unchecked) var external = false
+
+  // Cache of affected readers, valid for one generation of the contract index.
+  @exclusivity(unchecked) var readersGeneration: UInt64 = .max
+  @exclusivity(unchecked) var readers = Readers.none
+  @exclusivity(unchecked) var counter: UInt64 = 0
   /// Nodes whose values a `removeTree` of this keypath removed.
   @exclusivity(unchecked) var removed: [KeyNode] = []
   /// Contracts whose initial calls wrote it (it does not schedule them).
@@ -62,9 +65,10 @@ final class KeyNode {
   /// Counter raised in the pass with this serial.
   @exclusivity(unchecked) var bumpSerial: UInt64 = 0
 
-  // Cache of affected readers, valid for one generation of the contract index.
-  @exclusivity(unchecked) var readersGeneration: UInt64 = .max
-  @exclusivity(unchecked) var readers: [ContractState] = []
+  // Cold.
+  /// Its interned segment ids.
+  let ids: [UInt32]
+  @exclusivity(unchecked) var children: [UInt32: KeyNode] = [:]
 
   init(key: String, ids: [UInt32]) {
     self.key = key
@@ -77,6 +81,31 @@ final class KeyNode {
   func forEachInSubtree(_ body: (KeyNode) -> Void) {
     body(self)
     for child in children.values { child.forEachInSubtree(body) }
+  }
+}
+
+/// The contracts a write to a keypath affects: most keypaths have one
+/// reader or none, held without an array.
+enum Readers {
+  case none
+  case one(ContractState)
+  case many([ContractState])
+
+  init(_ list: [ContractState]) {
+    switch list.count {
+    case 0: self = .none
+    case 1: self = .one(list[0])
+    default: self = .many(list)
+    }
+  }
+
+  @inline(__always)
+  func forEach(_ body: (ContractState) -> Void) {
+    switch self {
+    case .none: break
+    case .one(let r): body(r)
+    case .many(let list): for r in list { body(r) }
+    }
   }
 }
 
