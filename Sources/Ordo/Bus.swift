@@ -35,8 +35,8 @@ public final class Bus: @unchecked Sendable {
   @exclusivity(unchecked) private var deferredLevelSeeds: [ContractState] = []
 
   // Store: a tree of keypath nodes, also reachable by full keypath.
-  private let root = KeyNode(key: "", ids: [])
-  @exclusivity(unchecked) private var nodes = RefTable<KeyNode>()
+  private let root = KeyNode(key: "", ids: [], hash: hashString(""))
+  @exclusivity(unchecked) private var nodes = NodeTable()
   @exclusivity(unchecked) private var segments = SegmentTable()
   @exclusivity(unchecked) private var valueCount = 0
   @exclusivity(unchecked) private var journal = Journal()
@@ -196,7 +196,7 @@ public final class Bus: @unchecked Sendable {
       }
       if let last = n.ids.last, parent.children[last] === n {
         parent.children[last] = nil
-        nodes.remove(hashString(n.key)) { $0 === n }
+        nodes.remove(n)
       }
     }
   }
@@ -258,9 +258,10 @@ public final class Bus: @unchecked Sendable {
       if let next = node.children[id] {
         node = next
       } else {
-        let next = KeyNode(key: i == parts.count - 1 ? k : prefix, ids: ids)
+        let key = i == parts.count - 1 ? k : prefix
+        let next = KeyNode(key: key, ids: ids, hash: hashString(key))
         node.children[id] = next
-        nodes.insert(next, hashString(next.key))
+        nodes.insert(next)
         journal.created.append(next)
         node = next
       }
@@ -528,7 +529,10 @@ public final class Bus: @unchecked Sendable {
   private func apply(_ n: KeyNode, _ op: WriteOp, by c: ContractState?) -> Bool {
     journal.record(n)
     if let c {
-      if !n.writtenBy.contains(c.id) { n.writtenBy.append(c.id) }
+      if !n.writtenBy.contains(c.id) {
+        n.writtenBy.append(c.id)
+        n.hasLists = true
+      }
     } else {
       n.external = true
     }
@@ -553,6 +557,7 @@ public final class Bus: @unchecked Sendable {
         if !removed.contains(where: { $0 === d }) { removed.append(d) }
       }
       n.removed = removed
+      if !removed.isEmpty { n.hasLists = true }
       return altered
     }
   }
@@ -600,7 +605,7 @@ public final class Bus: @unchecked Sendable {
         anyChanged = true
         // A contract's own initial-call writes do not schedule it; a keypath
         // also written by another contract (or outside callbacks) does.
-        let skip: ContractID = n.external || n.writtenBy.count != 1 ? 0 : n.writtenBy[0]
+        let skip: ContractID = n.external || !n.hasLists || n.writtenBy.count != 1 ? 0 : n.writtenBy[0]
         (n.readersGeneration == generation ? n.readers : readers(n)).forEach { r in
           guard r.registered && r.calledSerial != serial && r.id != skip else { return }
           if r.scheduledSerial != serial {

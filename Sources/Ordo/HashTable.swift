@@ -213,3 +213,85 @@ struct Registry {
   /// Calls `body` for every contract still listed (registered or not).
   func forEach(_ body: (ContractState) -> Void) { all.forEach(body) }
 }
+
+/// The store's keypath table. Unlike ``RefTable`` its slots hold only the
+/// node reference (8 bytes): each node keeps its full hash, compared before
+/// its key, so a lookup touches the slot's line and the node it needs
+/// anyway, one cache line fewer than a separate tag array (this table is on
+/// every write's path; a miss in a large store costs more than the
+/// instructions of a lookup).
+struct NodeTable {
+  private var slots: [KeyNode?] = []
+  /// 64 - log2(slots).
+  private var shift: UInt64 = 64
+  /// Nodes stored.
+  private(set) var count = 0
+  /// Nodes plus tombstones.
+  private var used = 0
+  /// Marks a removed entry (probing continues past it).
+  nonisolated(unsafe) private static let tombstone = KeyNode(key: "", ids: [], hash: 0)
+
+  /// The node with hash `h` whose key `matches`.
+  @inline(__always)
+  func find(_ h: UInt64, _ matches: (KeyNode) -> Bool) -> KeyNode? {
+    if count == 0 { return nil }
+    let mask = slots.count - 1
+    var i = Int(truncatingIfNeeded: h >> shift)
+    while let n = slots[i] {
+      if n.hash == h && n !== NodeTable.tombstone && matches(n) { return n }
+      i = (i + 1) & mask
+    }
+    return nil
+  }
+
+  /// Adds a node whose key is not in the table.
+  mutating func insert(_ n: KeyNode) {
+    if (used + 1) * 4 > slots.count * 3 { resize(minimum: count + 1) }
+    put(n)
+    count += 1
+  }
+
+  private mutating func put(_ n: KeyNode) {
+    let mask = slots.count - 1
+    var i = Int(truncatingIfNeeded: n.hash >> shift)
+    while let x = slots[i], x !== NodeTable.tombstone { i = (i + 1) & mask }
+    if slots[i] == nil { used += 1 }
+    slots[i] = n
+  }
+
+  /// Removes `n`.
+  mutating func remove(_ n: KeyNode) {
+    if count == 0 { return }
+    let mask = slots.count - 1
+    var i = Int(truncatingIfNeeded: n.hash >> shift)
+    while let x = slots[i] {
+      if x === n {
+        slots[i] = NodeTable.tombstone
+        count -= 1
+        if count == 0 {
+          self = NodeTable()
+        } else if count * 8 < slots.count && slots.count > 64 {
+          resize(minimum: count)
+        }
+        return
+      }
+      i = (i + 1) & mask
+    }
+  }
+
+  /// Rehashes into the smallest table at most 3/8 full with `minimum`
+  /// entries, dropping tombstones.
+  private mutating func resize(minimum: Int) {
+    let old = slots
+    var size = 8
+    var bits: UInt64 = 3
+    while size * 3 < minimum * 8 {
+      size *= 2
+      bits += 1
+    }
+    slots = [KeyNode?](repeating: nil, count: size)
+    shift = 64 - bits
+    used = 0
+    for case let n? in old where n !== NodeTable.tombstone { put(n) }
+  }
+}

@@ -39,40 +39,46 @@ final class MonitorLock: @unchecked Sendable {
 /// transaction's journal, and a cache of the contracts a write to it affects.
 final class KeyNode {
   // Fields a write and its pass touch come first, so that they share few
-  // cache lines.
+  // cache lines (a write touches the first 100 bytes or so).
+  /// The hash of ``key`` (see ``NodeTable``).
+  let hash: UInt64
   /// The full keypath ("" for the root).
   let key: String
   @exclusivity(unchecked) var value: Value?
-
   // Journal: valid when the serial equals the journal's.
+  @exclusivity(unchecked) var ownValue = false
+  @exclusivity(unchecked) var touched = false
+  @exclusivity(unchecked) var external = false
+  /// ``removed`` or ``writtenBy`` may be non-empty.
+  @exclusivity(unchecked) var hasLists = false
   /// The node was written as a keypath in this transaction.
   @exclusivity(unchecked) var recordSerial: UInt64 = 0
   /// The node's value at the start of the transaction is recorded.
   @exclusivity(unchecked) var originalSerial: UInt64 = 0
   @exclusivity(unchecked) var original: Value?
-  @exclusivity(unchecked) var ownValue = false
-  @exclusivity(unchecked) var touched = false
-  @exclusivity(unchecked) var external = false
 
   // Cache of affected readers, valid for one generation of the contract index.
   @exclusivity(unchecked) var readersGeneration: UInt64 = .max
   @exclusivity(unchecked) var readers = Readers.none
   @exclusivity(unchecked) var counter: UInt64 = 0
+  /// Counter raised in the pass with this serial.
+  @exclusivity(unchecked) var bumpSerial: UInt64 = 0
+
+  // Rare: set ``hasLists`` when adding to them.
   /// Nodes whose values a `removeTree` of this keypath removed.
   @exclusivity(unchecked) var removed: [KeyNode] = []
   /// Contracts whose initial calls wrote it (it does not schedule them).
   @exclusivity(unchecked) var writtenBy: [ContractID] = []
-  /// Counter raised in the pass with this serial.
-  @exclusivity(unchecked) var bumpSerial: UInt64 = 0
 
   // Cold.
   /// Its interned segment ids.
   let ids: [UInt32]
   @exclusivity(unchecked) var children: [UInt32: KeyNode] = [:]
 
-  init(key: String, ids: [UInt32]) {
+  init(key: String, ids: [UInt32], hash: UInt64) {
     self.key = key
     self.ids = ids
+    self.hash = hash
   }
 
   /// Whether the keypath is worth listing: it holds a value or has changed.
@@ -130,8 +136,11 @@ struct Journal {
     node.ownValue = false
     node.touched = false
     node.external = false
-    if !node.removed.isEmpty { node.removed.removeAll() }
-    if !node.writtenBy.isEmpty { node.writtenBy.removeAll() }
+    if node.hasLists {
+      node.removed.removeAll()
+      node.writtenBy.removeAll()
+      node.hasLists = false
+    }
     records.append(node)
   }
 
@@ -152,7 +161,7 @@ struct Journal {
   func isChanged(_ node: KeyNode) -> Bool {
     if node.touched { return true }
     if node.ownValue && netChanged(node) { return true }
-    if node.removed.isEmpty { return false }
+    if !node.hasLists || node.removed.isEmpty { return false }
     for r in node.removed where netChanged(r) { return true }
     return false
   }
@@ -167,7 +176,7 @@ struct Journal {
     // A node's `removed` list may hold the node itself (removeTree of a
     // keypath with a value): drop it with the transaction, or the node and
     // the contracts in its reader cache leak with the bus.
-    for n in records where !n.removed.isEmpty { n.removed.removeAll() }
+    for n in records where n.hasLists && !n.removed.isEmpty { n.removed.removeAll() }
     serial += 1
     records.removeAll(keepingCapacity: true)
     originals.removeAll(keepingCapacity: true)

@@ -38,6 +38,30 @@ import Testing
     #expect(seen == Set(model.keys))
   }
 
+  @Test func nodeTableAgreesWithADictionary() {
+    var table = NodeTable()
+    var model: [String: KeyNode] = [:]
+    var rng = SystemRandomNumberGenerator()
+    for step in 0..<20_000 {
+      let key = "k\(Int.random(in: 0..<3_000, using: &rng)).v"
+      let h = hashString(key)
+      if let found = model[key] {
+        #expect(table.find(h) { $0.key == key } === found)
+        if step % 3 == 0 {
+          table.remove(found)
+          model[key] = nil
+          #expect(table.find(h) { $0.key == key } == nil)
+        }
+      } else {
+        #expect(table.find(h) { $0.key == key } == nil)
+        let node = KeyNode(key: key, ids: [], hash: h)
+        table.insert(node)
+        model[key] = node
+      }
+      #expect(table.count == model.count)
+    }
+  }
+
   @Test func byteAndStringHashesAgree() {
     for key in ["", "a", "doc.items.3.title", "model.item123456.value", "ünïcode.kéy", String(repeating: "x", count: 1_000)] {
       let bytes = Array(key.utf8)
