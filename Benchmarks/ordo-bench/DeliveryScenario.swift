@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Foundation
 import Observation
 import Ordo
@@ -89,6 +92,21 @@ func runDelivery(_ s: Settings) throws -> [BenchResult] {
   var floorValues = [Int64](repeating: 0, count: n)
   var floorTransactions = 0
 
+  // The floor of a thread-safe bus: the same, plus what any bus that
+  // serializes writes and calls out without its lock pays per change: a
+  // lock/unlock pair around the write and an unlock/lock pair around the
+  // call (the pthread mutex Ordo's bus uses).
+  let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+  pthread_mutex_init(mutex, nil)
+  defer {
+    pthread_mutex_destroy(mutex)
+    mutex.deallocate()
+  }
+  let lockedSink = Sink()
+  let lockedCalls: [() -> Void] = (0..<n).map { _ in { lockedSink.calls &+= 1 } }
+  var lockedValues = [Int64](repeating: 0, count: n)
+  var lockedTransactions = 0
+
   var v: Int64 = 0
   let variants = [
     Variant("ordo") { ops in try ordo.run(ops) },
@@ -128,6 +146,26 @@ func runDelivery(_ s: Settings) throws -> [BenchResult] {
       floorTransactions += ops
       return nowNS() - t0
     },
+    Variant("locked-indirect-calls") { ops in
+      let t0 = nowNS()
+      for _ in 0..<ops {
+        v &+= 1
+        for i in 0..<n {
+          pthread_mutex_lock(mutex)
+          lockedValues[i] = v
+          pthread_mutex_unlock(mutex)
+        }
+        pthread_mutex_lock(mutex)
+        for i in 0..<n {
+          pthread_mutex_unlock(mutex)
+          lockedCalls[i]()
+          pthread_mutex_lock(mutex)
+        }
+        pthread_mutex_unlock(mutex)
+      }
+      lockedTransactions += ops
+      return nowNS() - t0
+    },
   ]
   progress("delivery: measuring \(n) observers")
   let m = try measure(variants, s).per(n)
@@ -135,12 +173,17 @@ func runDelivery(_ s: Settings) throws -> [BenchResult] {
   check(ncSink.calls == n * ncTransactions, "delivery: NotificationCenter made \(ncSink.calls) calls")
   check(obsSink.calls == n * obsTransactions, "delivery: Observation made \(obsSink.calls) calls")
   check(floorSink.calls == n * floorTransactions, "delivery: floor made \(floorSink.calls) calls")
+  check(lockedSink.calls == n * lockedTransactions, "delivery: locked floor made \(lockedSink.calls) calls")
+  check(lockedValues.allSatisfy { $0 != 0 } || lockedTransactions == 0, "delivery: locked floor stored nothing")
   for t in tokens { center.removeObserver(t) }
 
   var r = BenchResult(scenario: "delivery", metric: "ns_per_change", ordo: m["ordo"], target: "vs notificationcenter >= 10, vs observation >= 3", met: nil)
-  for name in ["notificationcenter", "observation", "indirect-calls"] { r.comparators.append((name, m[name])) }
+  for name in ["notificationcenter", "observation", "indirect-calls", "locked-indirect-calls"] { r.comparators.append((name, m[name])) }
   let nc = m.ratio("notificationcenter", "ordo"), obs = m.ratio("observation", "ordo")
-  r.ratios = [("vs notificationcenter", nc), ("vs observation", obs), ("vs indirect-calls", m.ratio("ordo", "indirect-calls"))]
+  r.ratios = [
+    ("vs notificationcenter", nc), ("vs observation", obs), ("vs indirect-calls", m.ratio("ordo", "indirect-calls")),
+    ("vs locked-indirect-calls", m.ratio("ordo", "locked-indirect-calls")),
+  ]
   r.met = nc >= 10 && obs >= 3
   return [r]
 }

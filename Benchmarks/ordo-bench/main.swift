@@ -87,7 +87,7 @@ func main() throws {
 
   print("ordo-bench\(settings.quick ? " --quick" : ""): \(machine)")
   print("ratios: competitor ÷ ordo (how many times better ordo is) for competitors (notificationcenter*, observation,")
-  print("scan-all); ordo ÷ baseline for baselines (ordo-10-contracts, indirect-calls, swift, plain-array, raw-libdbus-*,")
+  print("scan-all); ordo ÷ baseline for baselines (ordo-10-contracts, *indirect-calls, swift, plain-array, raw-libdbus-*,")
   print("get-method-roundtrip): the cost multiple, or for notify_per_s the share of the raw rate.")
   print("Figures: medians of \(settings.reps) rounds; ratios of times: medians of the per-round ratios.")
   print("")
