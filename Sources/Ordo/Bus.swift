@@ -588,6 +588,48 @@ public final class Bus: @unchecked Sendable {
     }
   }
 
+  /// Calls a popped contract if it is due (SPEC §5). Lock held.
+  private func passStep(_ c: ContractState, _ txn: UInt64) {
+    guard c.registered, c.calledSerial != passSerial else {
+      c.clearTriggers()
+      return
+    }
+    c.calledSerial = passSerial
+    let changed: ChangedKeypaths
+    if c.kind == .everyTransaction {
+      changed = ChangedKeypaths(journal.records.filter(journal.isChanged).map(\.key))
+    } else {
+      switch c.triggers {
+      case .none: changed = []
+      case .one(let u): changed = u._withUnsafeGuaranteedRef { n in journal.isChanged(n) ? ChangedKeypaths(single: n.key) : [] }
+      case .many(let list):
+        markSerial += 1
+        var keys: [String] = []
+        for n in list where n.bumpSerial != markSerial && journal.isChanged(n) {
+          n.bumpSerial = markSerial
+          keys.append(n.key)
+        }
+        changed = ChangedKeypaths(keys)
+      }
+    }
+    c.clearTriggers()
+    if changed.isEmpty && !c.initialPending { return }
+    c.initialPending = false
+    call(c, Notification(transaction: txn, contract: c.id, changed: changed))
+  }
+
+  /// Schedules a reader of a keypath changed before the pass. Lock held.
+  @inline(__always)
+  private func scheduleAtStart(_ r: ContractState, _ n: KeyNode, _ serial: UInt32, _ skip: ContractID) {
+    guard r.registered && r.calledSerial != serial && r.id != skip else { return }
+    if r.scheduledSerial != serial {
+      r.scheduledSerial = serial
+      r.clearTriggers()
+      schedule.push(r)
+    }
+    r.addTrigger(n)
+  }
+
   /// Runs the pass of the transaction in the journal and commits it. Lock
   /// held and ownership held on entry; ownership released on return.
   private func runPass() -> UInt64 {
@@ -596,25 +638,20 @@ public final class Bus: @unchecked Sendable {
     let generation = indexGeneration
     var anyChanged = false
     // Schedule the readers of what changed (evaluated before any callback
-    // runs). References are borrowed, not retained: the journal holds the
-    // nodes and the nodes' reader caches hold the contracts.
-    journal.records.withUnsafeBufferPointer { records in
-      for i in records.indices {
-        unowned(unsafe) let n = records[i]
-        guard journal.isChanged(n) else { continue }
-        anyChanged = true
-        // A contract's own initial-call writes do not schedule it; a keypath
-        // also written by another contract (or outside callbacks) does.
-        let skip: ContractID = n.external || !n.hasLists || n.writtenBy.count != 1 ? 0 : n.writtenBy[0]
-        (n.readersGeneration == generation ? n.readers : readers(n)).forEach { r in
-          guard r.registered && r.calledSerial != serial && r.id != skip else { return }
-          if r.scheduledSerial != serial {
-            r.scheduledSerial = serial
-            r.clearTriggers()
-            schedule.push(r)
-          }
-          r.addTrigger(n)
-        }
+    // runs). The loop walks a local copy of the journal's list (one retain
+    // of its buffer), whose elements it borrows without retaining them.
+    let records = journal.records
+    for n in records {
+      guard journal.isChanged(n) else { continue }
+      anyChanged = true
+      // A contract's own initial-call writes do not schedule it; a keypath
+      // also written by another contract (or outside callbacks) does.
+      let skip: ContractID = n.external || !n.hasLists || n.writtenBy.count != 1 ? 0 : n.writtenBy[0]
+      if n.readersGeneration != generation { _ = readers(n) }
+      switch n.readers {
+      case .none: break
+      case .one(let r): scheduleAtStart(r, n, serial, skip)
+      case .many(let list): for r in list { scheduleAtStart(r, n, serial, skip) }
       }
     }
     guard anyChanged else {
@@ -633,39 +670,18 @@ public final class Bus: @unchecked Sendable {
       schedule.push(c)
     }
     while let c = schedule.pop() {
-      guard c.registered, c.calledSerial != passSerial else { continue }
-      c.calledSerial = passSerial
-      let changed: ChangedKeypaths
-      if c.kind == .everyTransaction {
-        changed = ChangedKeypaths(journal.records.filter(journal.isChanged).map(\.key))
-      } else {
-        switch c.triggers {
-        case .none: changed = []
-        case .one(let n): changed = journal.isChanged(n) ? ChangedKeypaths(single: n.key) : []
-        case .many(let list):
-          markSerial += 1
-          var keys: [String] = []
-          for n in list where n.bumpSerial != markSerial && journal.isChanged(n) {
-            n.bumpSerial = markSerial
-            keys.append(n.key)
-          }
-          changed = ChangedKeypaths(keys)
-        }
-      }
-      c.clearTriggers()
-      if changed.isEmpty && !c.initialPending { continue }
-      c.initialPending = false
-      call(c, Notification(transaction: txn, contract: c.id, changed: changed))
+      c._withUnsafeGuaranteedRef { passStep($0, txn) }
     }
     // Commit: counters rise once for every keypath that was touched or whose
     // value differs from its value at the start of the transaction.
     markSerial += 1
     let bump = markSerial
-    for n in journal.records where n.touched && n.bumpSerial != bump {
+    let written = journal.records, originals = journal.originals  // local: elements borrowed
+    for n in written where n.touched && n.bumpSerial != bump {
       n.bumpSerial = bump
       n.counter += 1
     }
-    for n in journal.originals where n.original != n.value && n.bumpSerial != bump {
+    for n in originals where n.original != n.value && n.bumpSerial != bump {
       n.bumpSerial = bump
       n.counter += 1
     }
@@ -1124,7 +1140,7 @@ public final class Bus: @unchecked Sendable {
     indexGeneration += 1
     if c.kind == .everyTransaction { everyTxn.removeAll { $0 === c } }
     c.registered = false
-    registry.removed()
+    registry.removed(sweep: !inPass)
     // A contract scheduled in the running pass holds its trigger nodes, and
     // those nodes' reader caches may hold it: drop the triggers, or the
     // contract (and what its callback captures) leaks with the cycle.

@@ -292,8 +292,8 @@ final class ContractState {
 
   func addTrigger(_ n: KeyNode) {
     switch triggers {
-    case .none: triggers = .one(n)
-    case .one(let first): if first !== n { triggers = .many([first, n]) }
+    case .none: triggers = .one(Unmanaged.passUnretained(n))
+    case .one(let first): if first.toOpaque() != Unmanaged.passUnretained(n).toOpaque() { triggers = .many([first.takeUnretainedValue(), n]) }
     case .many(var list):
       guard list.last !== n else { return }
       triggers = .none  // keep `list` unique while it grows
@@ -304,10 +304,12 @@ final class ContractState {
 }
 
 /// The written keypaths that scheduled a contract in a pass: most often one,
-/// held without an array (8 bytes in all).
+/// held without an array and without retaining it (the store keeps its
+/// nodes through the pass, and a contract's triggers are cleared before it
+/// is scheduled again, unread).
 enum Triggers {
   case none
-  case one(KeyNode)
+  case one(Unmanaged<KeyNode>)
   case many([KeyNode])
 }
 
@@ -327,17 +329,24 @@ struct OrderKey: Comparable {
 /// scheduled at the start of a pass is sorted once; contracts scheduled
 /// while the pass runs go to a binary heap (keys and references in separate
 /// arrays, so that sifting compares plain keys).
+///
+/// Contracts are not retained: a scheduled contract stays in the bus's
+/// registry at least until the pass ends (the registry sweeps out
+/// unregistered contracts only between passes).
 struct Schedule {
-  private var added: [ContractState] = []
-  private var run: [ContractState] = []
+  private typealias Ref = Unmanaged<ContractState>
+  private var added: [Ref] = []
+  private var run: [Ref] = []
   private var next = 0
   private var keys: [OrderKey] = []
-  private var refs: [ContractState] = []
+  private var refs: [Ref] = []
 
-  mutating func push(_ c: ContractState) { added.append(c) }
+  mutating func push(_ c: ContractState) { added.append(Ref.passUnretained(c)) }
 
-  private mutating func heapPush(_ c: ContractState) {
-    keys.append(c.key)
+  @inline(__always) private static func key(_ r: Ref) -> OrderKey { r._withUnsafeGuaranteedRef { $0.key } }
+
+  private mutating func heapPush(_ c: Ref) {
+    keys.append(Schedule.key(c))
     refs.append(c)
     var i = keys.count - 1
     while i > 0 {
@@ -349,7 +358,7 @@ struct Schedule {
     }
   }
 
-  private mutating func heapPop() -> ContractState {
+  private mutating func heapPop() -> Ref {
     let last = keys.count - 1
     keys.swapAt(0, last)
     refs.swapAt(0, last)
@@ -370,13 +379,14 @@ struct Schedule {
     return top
   }
 
-  mutating func pop() -> ContractState? {
+  /// The next contract in pass order, unretained.
+  mutating func pop() -> Unmanaged<ContractState>? {
     if !added.isEmpty {
       if next == run.count && keys.isEmpty {
         // Swap the buffers (no copy): `run` is empty and keeps its capacity.
         run.removeAll(keepingCapacity: true)
         swap(&run, &added)
-        run.sort { $0.key < $1.key }
+        run.sort { Schedule.key($0) < Schedule.key($1) }
         next = 0
       } else {
         for c in added { heapPush(c) }
@@ -384,7 +394,7 @@ struct Schedule {
       }
     }
     let haveRun = next < run.count
-    if !keys.isEmpty && (!haveRun || keys[0] < run[next].key) { return heapPop() }
+    if !keys.isEmpty && (!haveRun || keys[0] < Schedule.key(run[next])) { return heapPop() }
     guard haveRun else {
       run.removeAll(keepingCapacity: true)
       next = 0

@@ -188,9 +188,12 @@ struct Registry {
   }
 
   /// Notes that a contract was unregistered (its `registered` is false).
-  mutating func removed() {
+  /// With `sweep` (outside passes: a pass's schedule and triggers name
+  /// contracts without retaining them, so they must stay alive until it
+  /// ends), drops the unregistered ones once they are more than half.
+  mutating func removed(sweep: Bool) {
     count -= 1
-    if count * 2 < all.count {
+    if sweep && count * 2 < all.count {
       all.removeAll { !$0.registered }
     }
   }

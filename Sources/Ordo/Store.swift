@@ -172,11 +172,16 @@ struct Journal {
   }
 
   mutating func reset() {
-    for n in originals { n.original = nil }
-    // A node's `removed` list may hold the node itself (removeTree of a
-    // keypath with a value): drop it with the transaction, or the node and
-    // the contracts in its reader cache leak with the bus.
-    for n in records where n.hasLists && !n.removed.isEmpty { n.removed.removeAll() }
+    do {
+      // Local copies, so that the loops borrow the elements (the copies go
+      // before the lists are emptied, which keeps their buffers unique).
+      let originalNodes = originals, recordNodes = records
+      for n in originalNodes { n.original = nil }
+      // A node's `removed` list may hold the node itself (removeTree of a
+      // keypath with a value): drop it with the transaction, or the node and
+      // the contracts in its reader cache leak with the bus.
+      for n in recordNodes where n.hasLists && !n.removed.isEmpty { n.removed.removeAll() }
+    }
     serial += 1
     records.removeAll(keepingCapacity: true)
     originals.removeAll(keepingCapacity: true)

@@ -149,4 +149,34 @@ import Testing
     #expect(inCallback.value == false)
     #expect(try bus.get("a.b") == .int64(3))
   }
+
+  /// The schedule names contracts without retaining them; the registry
+  /// must keep contracts unregistered during a pass until it ends, even
+  /// when they are most of the bus (its sweep waits for the pass's end).
+  @Test func contractsUnregisteredDuringAPassStayUntilItEnds() throws {
+    let bus = Bus()
+    let calls = Calls()
+    var handles: [ContractHandle] = []
+    let all = Box<[ContractHandle]>([])
+    try bus.register(name: "sweeper", reads: ["k"], priority: -1) { note in
+      calls.add("sweeper", note)
+      for h in all.value.dropFirst(10) { try? h.unregister() }
+    }
+    for i in 0..<100 {
+      handles.append(try bus.register(name: "c\(i)", reads: ["k"]) { note in calls.add("c\(i)", note) })
+    }
+    all.value = handles
+    try bus.commitWith { try bus.set("k", .int64(1)) }
+    // The sweeper ran first and unregistered c10…c99, scheduled but not yet
+    // called: only c0…c9 are called, and nothing freed under the pass.
+    #expect(calls.takeNames() == ["sweeper"] + (0..<10).map { "c\($0)" })
+    #expect(bus.statistics.contracts == 11)
+    // Outside the pass an unregistration sweeps; the bus goes on.
+    try handles[0].unregister()
+    try bus.commitWith { try bus.set("k", .int64(2)) }
+    #expect(calls.takeNames() == ["sweeper"] + (1..<10).map { "c\($0)" })
+    for h in handles[1..<10] { try h.unregister() }
+    try bus.commitWith { try bus.set("k", .int64(3)) }
+    #expect(calls.takeNames() == ["sweeper"])
+  }
 }
