@@ -25,7 +25,11 @@ public final class Bus: @unchecked Sendable {
   @exclusivity(unchecked) private var inPass = false
   /// The contract whose callback runs. Not retained: the running pass's
   /// schedule (or `register`, for an initial call) holds it.
-  @exclusivity(unchecked) private unowned(unsafe) var running: ContractState?
+  @exclusivity(unchecked) private var runningRef: Unmanaged<ContractState>?
+  private var running: ContractState? {
+    @inline(__always) get { runningRef?.takeUnretainedValue() }
+    @inline(__always) set { runningRef = newValue.map(Unmanaged.passUnretained) }
+  }
   /// Contract checks of the running callback are suspended (owner thread).
   @exclusivity(unchecked) private var suspended = false
   /// Identifies the running pass on the contracts (32 bits, to keep them
@@ -116,7 +120,7 @@ public final class Bus: @unchecked Sendable {
       throw OrdoError(.noTransaction, "commit without a transaction: call begin first")
     }
     depth -= 1
-    if depth > 0 || inPass || running != nil {
+    if depth > 0 || inPass || runningRef != nil {
       lock.unlock()
       return 0
     }
@@ -133,7 +137,7 @@ public final class Bus: @unchecked Sendable {
   ///   undone).
   public func rollback() throws(OrdoError) {
     lock.lock()
-    if isOwner() && (inPass || running != nil) {
+    if isOwner() && (inPass || runningRef != nil) {
       lock.unlock()
       throw OrdoError(.invalidArgument, "rollback inside a contract callback: a notification pass cannot be undone")
     }
@@ -168,8 +172,8 @@ public final class Bus: @unchecked Sendable {
 
   /// Restores the values of the transaction and forgets it. Lock held.
   private func restoreJournal() -> [@Sendable () -> Void] {
-    for n in journal.originals where n.value != n.original {
-      setValue(n, n.original)
+    journal.originals.forEach { n in
+      if n.value != n.original { setValue(n, n.original) }
     }
     let undo = journal.undo
     pruneCreated()
@@ -207,7 +211,7 @@ public final class Bus: @unchecked Sendable {
   public var isInTransaction: Bool {
     lock.lock()
     defer { lock.unlock() }
-    return isOwner() && (depth > 0 || inPass || running != nil)
+    return isOwner() && (depth > 0 || inPass || runningRef != nil)
   }
 
   /// The id of the last committed transaction that changed something (0 if
@@ -233,7 +237,7 @@ public final class Bus: @unchecked Sendable {
   public func onRollback(_ action: @escaping @Sendable () -> Void) throws(OrdoError) {
     lock.lock()
     defer { lock.unlock() }
-    guard isOwner(), depth > 0 || inPass || running != nil else {
+    guard isOwner(), depth > 0 || inPass || runningRef != nil else {
       throw OrdoError(.noTransaction, "onRollback outside a transaction")
     }
     if !inPass { journal.undo.append(action) }
@@ -378,7 +382,7 @@ public final class Bus: @unchecked Sendable {
   /// Whether a write by the calling thread needs no contract check: it owns
   /// an open transaction and no callback runs. Lock held.
   @inline(__always)
-  private var canWriteUnchecked: Bool { running == nil && !inPass && depth > 0 && !suspended && isOwner() }
+  private var canWriteUnchecked: Bool { runningRef == nil && !inPass && depth > 0 && !suspended && isOwner() }
 
   /// A set outside callbacks (see ``canWriteUnchecked``). Lock held.
   @inline(__always)
@@ -471,7 +475,7 @@ public final class Bus: @unchecked Sendable {
   /// Inside a pass only callbacks write; outside, a transaction or an
   /// initial call must be open on this thread. Lock held.
   private func checkWritable(_ k: String, _ op: WriteOp) throws(OrdoError) {
-    guard isOwner(), !suspended, inPass ? running != nil : (depth > 0 || running != nil) else {
+    guard isOwner(), !suspended, inPass ? runningRef != nil : (depth > 0 || runningRef != nil) else {
       throw OrdoError(.noTransaction, "\(op.name) \"\(k)\" outside a transaction: call begin first")
     }
   }
@@ -597,7 +601,9 @@ public final class Bus: @unchecked Sendable {
     c.calledSerial = passSerial
     let changed: ChangedKeypaths
     if c.kind == .everyTransaction {
-      changed = ChangedKeypaths(journal.records.filter(journal.isChanged).map(\.key))
+      var keys: [String] = []
+      journal.records.forEach { n in if journal.isChanged(n) { keys.append(n.key) } }
+      changed = ChangedKeypaths(keys)
     } else {
       switch c.triggers {
       case .none: changed = []
@@ -638,11 +644,9 @@ public final class Bus: @unchecked Sendable {
     let generation = indexGeneration
     var anyChanged = false
     // Schedule the readers of what changed (evaluated before any callback
-    // runs). The loop walks a local copy of the journal's list (one retain
-    // of its buffer), whose elements it borrows without retaining them.
-    let records = journal.records
-    for n in records {
-      guard journal.isChanged(n) else { continue }
+    // runs).
+    journal.records.forEach { n in
+      guard journal.isChanged(n) else { return }
       anyChanged = true
       // A contract's own initial-call writes do not schedule it; a keypath
       // also written by another contract (or outside callbacks) does.
@@ -676,14 +680,17 @@ public final class Bus: @unchecked Sendable {
     // value differs from its value at the start of the transaction.
     markSerial += 1
     let bump = markSerial
-    let written = journal.records, originals = journal.originals  // local: elements borrowed
-    for n in written where n.touched && n.bumpSerial != bump {
-      n.bumpSerial = bump
-      n.counter += 1
+    journal.records.forEach { n in
+      if n.touched && n.bumpSerial != bump {
+        n.bumpSerial = bump
+        n.counter += 1
+      }
     }
-    for n in originals where n.original != n.value && n.bumpSerial != bump {
-      n.bumpSerial = bump
-      n.counter += 1
+    journal.originals.forEach { n in
+      if n.original != n.value && n.bumpSerial != bump {
+        n.bumpSerial = bump
+        n.counter += 1
+      }
     }
     pruneCreated()
     journal.reset()
@@ -716,8 +723,8 @@ public final class Bus: @unchecked Sendable {
   /// Calls a contract's callback without holding the lock. Lock held on
   /// entry and on return.
   private func call(_ c: ContractState, _ note: Notification) {
-    let previous = running
-    running = c
+    let previous = runningRef
+    runningRef = Unmanaged.passUnretained(c)
     c.calls += 1
     c.lastTransaction = note.transaction
     notifications += 1
@@ -726,7 +733,7 @@ public final class Bus: @unchecked Sendable {
     var failure: (any Error)?
     do { try callback?(note) } catch { failure = error }
     lock.lock()
-    running = previous
+    runningRef = previous
     if let failure {
       c.failures += 1
       failures += 1
@@ -961,7 +968,7 @@ public final class Bus: @unchecked Sendable {
     // fails, and a begin it leaves open ends with the call instead of keeping
     // the caller's transaction open.
     let outer = depth
-    let nested = running != nil
+    let nested = runningRef != nil
     depth = 0
     call(c, Notification(transaction: lastTransaction, contract: c.id, changed: []))
     depth = outer

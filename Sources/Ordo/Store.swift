@@ -115,15 +115,36 @@ enum Readers {
   }
 }
 
+/// Keypath nodes named without being retained: the journal's lists. The
+/// store keeps its nodes through a transaction, and the nodes a transaction
+/// creates stay in ``Journal/created`` until ``Journal/reset()`` has emptied
+/// these lists.
+struct NodeList {
+  private var refs: [Unmanaged<KeyNode>] = []
+
+  var isEmpty: Bool { refs.isEmpty }
+
+  @inline(__always) mutating func append(_ n: KeyNode) { refs.append(.passUnretained(n)) }
+
+  /// Calls `body` with each node, in order, borrowed.
+  @inline(__always) func forEach(_ body: (KeyNode) -> Void) {
+    for r in refs { r._withUnsafeGuaranteedRef(body) }
+  }
+
+  /// Empties the list, keeping its capacity.
+  mutating func removeAll() { refs.removeAll(keepingCapacity: true) }
+}
+
 /// The undo log and change record of the running transaction. Most of it
 /// lives on the nodes, stamped with ``serial``.
 struct Journal {
   /// Identifies the running transaction on the nodes; bumped by ``reset()``.
   private(set) var serial: UInt64 = 1
-  /// Keypaths as written, in first-write order.
-  var records: [KeyNode] = []
+  /// Keypaths as written, in first-write order (not retained, nor in
+  /// ``originals``: see ``NodeList``).
+  var records = NodeList()
   /// Nodes whose original value is recorded.
-  var originals: [KeyNode] = []
+  var originals = NodeList()
   /// Run, last first, when the transaction is rolled back.
   var undo: [@Sendable () -> Void] = []
   /// Nodes created by this transaction, in creation order (parents first).
@@ -172,19 +193,16 @@ struct Journal {
   }
 
   mutating func reset() {
-    do {
-      // Local copies, so that the loops borrow the elements (the copies go
-      // before the lists are emptied, which keeps their buffers unique).
-      let originalNodes = originals, recordNodes = records
-      for n in originalNodes { n.original = nil }
-      // A node's `removed` list may hold the node itself (removeTree of a
-      // keypath with a value): drop it with the transaction, or the node and
-      // the contracts in its reader cache leak with the bus.
-      for n in recordNodes where n.hasLists && !n.removed.isEmpty { n.removed.removeAll() }
-    }
+    originals.forEach { $0.original = nil }
+    // A node's `removed` list may hold the node itself (removeTree of a
+    // keypath with a value): drop it with the transaction, or the node and
+    // the contracts in its reader cache leak with the bus.
+    records.forEach { n in if n.hasLists && !n.removed.isEmpty { n.removed.removeAll() } }
     serial += 1
-    records.removeAll(keepingCapacity: true)
-    originals.removeAll(keepingCapacity: true)
+    records.removeAll()
+    originals.removeAll()
+    // Last: this may free nodes the transaction created and the pass pruned,
+    // which the lists above name without retaining them.
     created.removeAll(keepingCapacity: true)
     if !undo.isEmpty { undo.removeAll() }
   }
