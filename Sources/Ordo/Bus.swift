@@ -654,7 +654,7 @@ public final class Bus: @unchecked Sendable {
       if n.readersGeneration != generation { _ = readers(n) }
       switch n.readers {
       case .none: break
-      case .one(let r): scheduleAtStart(r, n, serial, skip)
+      case .one(let r): r._withUnsafeGuaranteedRef { scheduleAtStart($0, n, serial, skip) }
       case .many(let list): for r in list { scheduleAtStart(r, n, serial, skip) }
       }
     }

@@ -48,23 +48,23 @@ public struct Notification: Sendable, Hashable {
 /// array literal (`note.changed == ["a.b"]`); `Array(note.changed)` copies it.
 public struct ChangedKeypaths: RandomAccessCollection, Hashable, Sendable, ExpressibleByArrayLiteral, CustomStringConvertible {
   private let single: String?
-  private let list: [String]
+  private let list: [String]?
 
   /// Makes the collection from keypaths.
   public init(_ keypaths: [String]) {
     if keypaths.count == 1 {
       single = keypaths[0]
-      list = []
+      list = nil
     } else {
       single = nil
-      list = keypaths
+      list = keypaths.isEmpty ? nil : keypaths
     }
   }
 
   /// One keypath.
   init(single: String) {
     self.single = single
-    list = []
+    list = nil
   }
 
   /// Makes the collection from keypaths.
@@ -73,7 +73,7 @@ public struct ChangedKeypaths: RandomAccessCollection, Hashable, Sendable, Expre
   /// 0.
   public var startIndex: Int { 0 }
   /// The number of keypaths.
-  public var endIndex: Int { single == nil ? list.count : 1 }
+  public var endIndex: Int { single != nil ? 1 : list?.count ?? 0 }
   /// Printed as an array: `["a.b"]`.
   public var description: String { Array(self).description }
 
@@ -83,7 +83,7 @@ public struct ChangedKeypaths: RandomAccessCollection, Hashable, Sendable, Expre
       precondition(i == 0, "index out of range")
       return single
     }
-    return list[i]
+    return list![i]
   }
 }
 

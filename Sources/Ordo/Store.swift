@@ -91,16 +91,19 @@ final class KeyNode {
 }
 
 /// The contracts a write to a keypath affects: most keypaths have one
-/// reader or none, held without an array.
+/// reader or none, held without an array. The single reader is not
+/// retained: a contract leaves the bus only after it is unregistered, which
+/// makes every reader cache stale (see `Bus.readers(_:)`), and a stale cache
+/// is rebuilt before it is read.
 enum Readers {
   case none
-  case one(ContractState)
+  case one(Unmanaged<ContractState>)
   case many([ContractState])
 
   init(_ list: [ContractState]) {
     switch list.count {
     case 0: self = .none
-    case 1: self = .one(list[0])
+    case 1: self = .one(.passUnretained(list[0]))
     default: self = .many(list)
     }
   }
@@ -109,7 +112,7 @@ enum Readers {
   func forEach(_ body: (ContractState) -> Void) {
     switch self {
     case .none: break
-    case .one(let r): body(r)
+    case .one(let r): r._withUnsafeGuaranteedRef(body)
     case .many(let list): for r in list { body(r) }
     }
   }
