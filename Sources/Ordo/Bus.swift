@@ -275,7 +275,7 @@ public final class Bus: @unchecked Sendable {
 
   /// The node of a keypath the store has. Lock held.
   @inline(__always)
-  private func lookup(_ k: String) -> KeyNode? { nodes.find(hashString(k)) { $0.key == k } }
+  private func lookup(_ k: String) -> KeyNode? { nodes.find(hashString(k)) { $0.key == k }?.takeUnretainedValue() }
 
   /// The registered contract with this name. Lock held.
   private func findContract(named name: String) -> ContractState? { byName.find(hashString(name)) { $0.name == name } }
@@ -355,8 +355,8 @@ public final class Bus: @unchecked Sendable {
     lock.lock()
     // The common case: an existing keypath written by the transaction's
     // owner outside callbacks, which needs no contract check.
-    if canWriteUnchecked, let n = lookup(keypath) {
-      setUnchecked(n, value)
+    if canWriteUnchecked, let n = nodes.find(hashString(keypath), { $0.key == keypath }) {
+      n._withUnsafeGuaranteedRef { setUnchecked($0, value) }
       lock.unlock()
       return
     }
@@ -375,7 +375,7 @@ public final class Bus: @unchecked Sendable {
     lock.lock()
     defer { lock.unlock() }
     guard canWriteUnchecked, let n = nodes.find(hashBytes(bytes), { equalBytes($0.key, bytes) }) else { return false }
-    setUnchecked(n, value)
+    n._withUnsafeGuaranteedRef { setUnchecked($0, value) }
     return true
   }
 

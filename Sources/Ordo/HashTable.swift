@@ -222,9 +222,11 @@ struct Registry {
 /// its key, so a lookup touches the slot's line and the node it needs
 /// anyway, one cache line fewer than a separate tag array (this table is on
 /// every write's path; a miss in a large store costs more than the
-/// instructions of a lookup).
+/// instructions of a lookup). The references are not retained: the store's
+/// tree of nodes owns them, and a node leaves the table when it leaves the
+/// tree.
 struct NodeTable {
-  private var slots: [KeyNode?] = []
+  private var slots: [Unmanaged<KeyNode>?] = []
   /// 64 - log2(slots).
   private var shift: UInt64 = 64
   /// Nodes stored.
@@ -232,16 +234,19 @@ struct NodeTable {
   /// Nodes plus tombstones.
   private var used = 0
   /// Marks a removed entry (probing continues past it).
-  nonisolated(unsafe) private static let tombstone = KeyNode(key: "", ids: [], hash: 0)
+  private let tombstone = Unmanaged.passUnretained(NodeTable.tombstoneNode)
+  nonisolated(unsafe) private static let tombstoneNode = KeyNode(key: "", ids: [], hash: 0)
 
-  /// The node with hash `h` whose key `matches`.
+  /// The node with hash `h` whose key `matches`, unretained.
   @inline(__always)
-  func find(_ h: UInt64, _ matches: (KeyNode) -> Bool) -> KeyNode? {
+  func find(_ h: UInt64, _ matches: (KeyNode) -> Bool) -> Unmanaged<KeyNode>? {
     if count == 0 { return nil }
     let mask = slots.count - 1
     var i = Int(truncatingIfNeeded: h >> shift)
-    while let n = slots[i] {
-      if n.hash == h && n !== NodeTable.tombstone && matches(n) { return n }
+    while let u = slots[i] {
+      if u._withUnsafeGuaranteedRef({ $0.hash == h }) && u.toOpaque() != tombstone.toOpaque() && u._withUnsafeGuaranteedRef(matches) {
+        return u
+      }
       i = (i + 1) & mask
     }
     return nil
@@ -250,26 +255,27 @@ struct NodeTable {
   /// Adds a node whose key is not in the table.
   mutating func insert(_ n: KeyNode) {
     if (used + 1) * 4 > slots.count * 3 { resize(minimum: count + 1) }
-    put(n)
+    put(.passUnretained(n), n.hash)
     count += 1
   }
 
-  private mutating func put(_ n: KeyNode) {
+  private mutating func put(_ u: Unmanaged<KeyNode>, _ h: UInt64) {
     let mask = slots.count - 1
-    var i = Int(truncatingIfNeeded: n.hash >> shift)
-    while let x = slots[i], x !== NodeTable.tombstone { i = (i + 1) & mask }
+    var i = Int(truncatingIfNeeded: h >> shift)
+    while let x = slots[i], x.toOpaque() != tombstone.toOpaque() { i = (i + 1) & mask }
     if slots[i] == nil { used += 1 }
-    slots[i] = n
+    slots[i] = u
   }
 
   /// Removes `n`.
   mutating func remove(_ n: KeyNode) {
     if count == 0 { return }
     let mask = slots.count - 1
+    let target = Unmanaged.passUnretained(n).toOpaque()
     var i = Int(truncatingIfNeeded: n.hash >> shift)
     while let x = slots[i] {
-      if x === n {
-        slots[i] = NodeTable.tombstone
+      if x.toOpaque() == target {
+        slots[i] = tombstone
         count -= 1
         if count == 0 {
           self = NodeTable()
@@ -292,9 +298,11 @@ struct NodeTable {
       size *= 2
       bits += 1
     }
-    slots = [KeyNode?](repeating: nil, count: size)
+    slots = [Unmanaged<KeyNode>?](repeating: nil, count: size)
     shift = 64 - bits
     used = 0
-    for case let n? in old where n !== NodeTable.tombstone { put(n) }
+    for case let u? in old where u.toOpaque() != tombstone.toOpaque() {
+      put(u, u._withUnsafeGuaranteedRef { $0.hash })
+    }
   }
 }

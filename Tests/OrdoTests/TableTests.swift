@@ -46,7 +46,7 @@ import Testing
       let key = "k\(Int.random(in: 0..<3_000, using: &rng)).v"
       let h = hashString(key)
       if let found = model[key] {
-        #expect(table.find(h) { $0.key == key } === found)
+        #expect(table.find(h) { $0.key == key }?.takeUnretainedValue() === found)
         if step % 3 == 0 {
           table.remove(found)
           model[key] = nil
