@@ -5,6 +5,7 @@
 
 import COrdo
 import Ordo
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -206,6 +207,7 @@ final class CBus: @unchecked Sendable {
   private func adopt(_ c: CContract, _ id: ContractID) -> Bool {
     guard c.id == 0 else { return false }
     c.id = id
+    defer { c.adopted.store(true, ordering: .releasing) }
     if early.remove(id) != nil {
       c.live = false
       return true
@@ -234,7 +236,19 @@ final class CBus: @unchecked Sendable {
   }
 
   /// Entering a callback: returns false when the contract is gone.
+  ///
+  /// Once the contract has its id, entering and leaving need no lock: they
+  /// run on the thread that owns the bus's transaction, and whatever else
+  /// changes `live` or `running` (an unregistration from another thread,
+  /// ordo_bus_free) waits for that transaction to end, which the bus's own
+  /// lock orders before it. Only the rare paths (the first call racing the
+  /// registration for the id, a destroy that comes due) take the lock.
   func enter(_ c: CContract, _ id: ContractID) -> Bool {
+    if c.adopted.load(ordering: .acquiring) {
+      guard c.live else { return false }
+      c.running += 1
+      return true
+    }
     let (ok, due) = lock.withLock { () -> (Bool, Bool) in
       let due = adopt(c, id) && c.takeDestroy()
       guard c.live else { return (false, due) }
@@ -247,6 +261,11 @@ final class CBus: @unchecked Sendable {
 
   /// Leaving a callback: runs a destroy deferred while it ran.
   func leave(_ c: CContract) {
+    if c.live {
+      // Still registered: no destroy can be due (see ``enter(_:_:)``).
+      c.running -= 1
+      return
+    }
     let due = lock.withLock { () -> Bool in
       c.running -= 1
       return !c.live && c.takeDestroy()
@@ -276,7 +295,10 @@ final class CContract: @unchecked Sendable {
   /// outlives it.
   unowned(unsafe) let owner: CBus
 
-  // Guarded by the owner's lock.
+  /// Set (releasing) once ``id`` is set, under the owner's lock.
+  let adopted = Atomic<Bool>(false)
+  // Guarded by the owner's lock, or by the bus's transaction once adopted
+  // (see ``CBus/enter(_:_:)``).
   var id: ContractID = 0
   var live = true
   var running = 0
