@@ -21,6 +21,9 @@ public final class Bus: @unchecked Sendable {
 
   // Transaction ownership.
   @exclusivity(unchecked) private var owner: pthread_t?
+  /// Ownership tickets: the next to hand out, and the one whose turn it is.
+  @exclusivity(unchecked) private var nextTicket: UInt64 = 0
+  @exclusivity(unchecked) private var serving: UInt64 = 0
   @exclusivity(unchecked) private var depth = 0
   @exclusivity(unchecked) private var inPass = false
   /// The contract whose callback runs. Not retained: the running pass's
@@ -81,17 +84,24 @@ public final class Bus: @unchecked Sendable {
     return pthread_equal(o, currentThread()) != 0
   }
 
-  /// Waits until no other thread owns a transaction and takes ownership.
-  /// Returns false when the calling thread already owned it. Lock held.
+  /// Waits until no other thread owns a transaction and takes ownership,
+  /// in the order the threads asked (a ticket each), so that a thread that
+  /// commits back to back cannot starve others waiting to begin, register or
+  /// unregister. Returns false when the calling thread already owned it.
+  /// Lock held.
   private func acquire() -> Bool {
     if isOwner() { return false }
-    while owner != nil { lock.wait() }
+    let ticket = nextTicket
+    nextTicket &+= 1
+    while owner != nil || serving != ticket { lock.wait() }
     owner = currentThread()
     return true
   }
 
+  /// Gives up ownership to the next ticket. Lock held.
   private func release() {
     owner = nil
+    serving &+= 1
     lock.broadcast()
   }
 

@@ -8,6 +8,7 @@
 #include "check.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -714,6 +715,97 @@ static void test_threads(void) {
   pthread_key_delete(committing);
 }
 
+/* Unregistration from another thread while a thread commits (the callback
+ * entry and exit take no lock once the contract has its id; the bus's
+ * transaction orders them against the unregistration): no call after
+ * ordo_unregister returns, destroy exactly once and never during a call. */
+typedef struct {
+  ordo_bus *bus;
+  pthread_mutex_t m;
+  int calls, calls_after_unregister, destroys, unregistered, stop, running, destroyed_while_running;
+} cross;
+
+static int cross_get(cross *x, const int *field) {
+  pthread_mutex_lock(&x->m);
+  int v = *field;
+  pthread_mutex_unlock(&x->m);
+  return v;
+}
+
+static void cross_call(ordo_bus *bus, const ordo_notification *note, void *user_data) {
+  (void)bus;
+  (void)note;
+  cross *x = (cross *)user_data;
+  pthread_mutex_lock(&x->m);
+  x->running++;
+  x->calls++;
+  if (x->unregistered) x->calls_after_unregister++;
+  pthread_mutex_unlock(&x->m);
+  sched_yield();
+  pthread_mutex_lock(&x->m);
+  x->running--;
+  pthread_mutex_unlock(&x->m);
+}
+
+static void cross_destroy(void *user_data) {
+  cross *x = (cross *)user_data;
+  pthread_mutex_lock(&x->m);
+  if (x->running != 0) x->destroyed_while_running++;
+  x->destroys++;
+  pthread_mutex_unlock(&x->m);
+}
+
+static void *cross_commit(void *arg) {
+  cross *x = (cross *)arg;
+  int64_t v = 0;
+  while (!cross_get(x, &x->stop)) {
+    uint64_t txn = 0;
+    if (ordo_begin(x->bus) != ORDO_OK) break;
+    if (ordo_set_int64(x->bus, "cross.k", ++v) != ORDO_OK) break;
+    if (ordo_commit(x->bus, &txn) != ORDO_OK) break;
+  }
+  return NULL;
+}
+
+static void test_unregister_from_another_thread(void) {
+  for (int round = 0; round < 10; round++) {
+    cross x;
+    memset(&x, 0, sizeof x);
+    pthread_mutex_init(&x.m, NULL);
+    x.bus = ordo_bus_new();
+    ordo_contract_spec spec = ORDO_CONTRACT_SPEC_INIT;
+    const char *reads[] = {"cross.k"};
+    uint64_t id = 0;
+    spec.name = "cross";
+    spec.reads = reads;
+    spec.n_reads = 1;
+    spec.callback = cross_call;
+    spec.user_data = &x;
+    spec.destroy = cross_destroy;
+    OK(ordo_register(x.bus, &spec, &id));
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, cross_commit, &x) == 0);
+    while (cross_get(&x, &x.calls) < 20 + round * 5) sched_yield();
+    OK(ordo_unregister(x.bus, id));
+    pthread_mutex_lock(&x.m);
+    x.unregistered = 1;
+    pthread_mutex_unlock(&x.m);
+    CHECK(cross_get(&x, &x.destroys) == 1);
+    /* Let the committing thread run more transactions, then stop it. */
+    for (int i = 0; i < 200; i++) sched_yield();
+    pthread_mutex_lock(&x.m);
+    x.stop = 1;
+    pthread_mutex_unlock(&x.m);
+    pthread_join(t, NULL);
+    CHECK(x.calls_after_unregister == 0);
+    CHECK(x.destroyed_while_running == 0);
+    CHECK(x.destroys == 1);
+    ordo_bus_free(x.bus);
+    CHECK(x.destroys == 1);
+    pthread_mutex_destroy(&x.m);
+  }
+}
+
 int main(void) {
   test_seed_order();
   test_reentrant();
@@ -721,5 +813,6 @@ int main(void) {
   test_initial_outside_pass();
   test_destroy();
   test_threads();
+  test_unregister_from_another_thread();
   return check_report("test_contracts");
 }
