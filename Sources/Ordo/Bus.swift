@@ -589,17 +589,27 @@ public final class Bus: @unchecked Sendable {
 
   /// Schedules the contracts a write to `n` affects. Lock held.
   private func schedule(readersOf n: KeyNode, after: ContractState) {
-    let serial = passSerial
     let afterKey = after.key
     readers(n).forEach { r in
-      guard r.registered, r.calledSerial != serial, r !== after, !(r.key < afterKey) else { return }
-      if r.scheduledSerial != serial {
-        r.scheduledSerial = serial
-        r.clearTriggers()
-        schedule.push(r)
-      }
-      r.addTrigger(n)
+      guard r.registered, r.calledSerial != passSerial, r !== after, !(r.key < afterKey) else { return }
+      trigger(r, by: n)
     }
+  }
+
+  /// Schedules `c` in the running pass unless it is already. Lock held.
+  @inline(__always)
+  private func enqueue(_ c: ContractState) {
+    guard c.scheduledSerial != passSerial else { return }
+    c.scheduledSerial = passSerial
+    c.clearTriggers()
+    schedule.push(c)
+  }
+
+  /// Schedules `c` (if it is not yet) for a write to `n`. Lock held.
+  @inline(__always)
+  private func trigger(_ c: ContractState, by n: KeyNode) {
+    enqueue(c)
+    c.addTrigger(n)
   }
 
   /// Calls a popped contract if it is due (SPEC §5). Lock held.
@@ -634,24 +644,10 @@ public final class Bus: @unchecked Sendable {
     call(c, Notification(transaction: txn, contract: c.id, changed: changed))
   }
 
-  /// Schedules a reader of a keypath changed before the pass. Lock held.
-  @inline(__always)
-  private func scheduleAtStart(_ r: ContractState, _ n: KeyNode, _ serial: UInt32, _ skip: ContractID) {
-    guard r.registered && r.calledSerial != serial && r.id != skip else { return }
-    if r.scheduledSerial != serial {
-      r.scheduledSerial = serial
-      r.clearTriggers()
-      schedule.push(r)
-    }
-    r.addTrigger(n)
-  }
-
   /// Runs the pass of the transaction in the journal and commits it. Lock
   /// held and ownership held on entry; ownership released on return.
   private func runPass() -> UInt64 {
     nextPassSerial()
-    let serial = passSerial
-    let generation = indexGeneration
     var anyChanged = false
     // Schedule the readers of what changed (evaluated before any callback
     // runs).
@@ -661,11 +657,9 @@ public final class Bus: @unchecked Sendable {
       // A contract's own initial-call writes do not schedule it; a keypath
       // also written by another contract (or outside callbacks) does.
       let skip: ContractID = n.external || !n.hasLists || n.writtenBy.count != 1 ? 0 : n.writtenBy[0]
-      if n.readersGeneration != generation { _ = readers(n) }
-      switch n.readers {
-      case .none: break
-      case .one(let r): r._withUnsafeGuaranteedRef { scheduleAtStart($0, n, serial, skip) }
-      case .many(let list): for r in list { scheduleAtStart(r, n, serial, skip) }
+      readers(n).forEach { r in
+        guard r.registered && r.calledSerial != passSerial && r.id != skip else { return }
+        trigger(r, by: n)
       }
     }
     guard anyChanged else {
@@ -678,11 +672,7 @@ public final class Bus: @unchecked Sendable {
     lastTransaction += 1
     let txn = lastTransaction
     inPass = true
-    for c in everyTxn where c.calledSerial != passSerial && c.scheduledSerial != passSerial {
-      c.scheduledSerial = passSerial
-      c.clearTriggers()
-      schedule.push(c)
-    }
+    for c in everyTxn where c.calledSerial != passSerial { enqueue(c) }
     while let c = schedule.pop() {
       c._withUnsafeGuaranteedRef { passStep($0, txn) }
     }
@@ -965,10 +955,8 @@ public final class Bus: @unchecked Sendable {
       return handle
     }
     if inPass {
-      c.scheduledSerial = passSerial
       c.initialPending = true
-      c.clearTriggers()
-      schedule.push(c)
+      enqueue(c)
       lock.unlock()
       return handle
     }
