@@ -43,7 +43,7 @@ public final class Bus: @unchecked Sendable {
 
   // Store: a tree of keypath nodes, also reachable by full keypath.
   private let root = KeyNode(key: "", ids: [], hash: hashString(""))
-  @exclusivity(unchecked) private var nodes = NodeTable()
+  @exclusivity(unchecked) private var nodes = UnretainedTable<KeyNode>()
   @exclusivity(unchecked) private var segments = SegmentTable()
   @exclusivity(unchecked) private var valueCount = 0
   @exclusivity(unchecked) private var journal = Journal()
@@ -51,7 +51,7 @@ public final class Bus: @unchecked Sendable {
 
   // Contracts.
   @exclusivity(unchecked) private var registry = Registry()
-  @exclusivity(unchecked) private var byName = RefTable<ContractState>()
+  @exclusivity(unchecked) private var byName = UnretainedTable<ContractState>()
   @exclusivity(unchecked) private var readIndex = PatternIndex()
   @exclusivity(unchecked) private var writeIndex = PatternIndex()
   @exclusivity(unchecked) private var everyTxn: [ContractState] = []
@@ -288,7 +288,7 @@ public final class Bus: @unchecked Sendable {
   private func lookup(_ k: String) -> KeyNode? { nodes.find(hashString(k)) { $0.key == k }?.takeUnretainedValue() }
 
   /// The registered contract with this name. Lock held.
-  private func findContract(named name: String) -> ContractState? { byName.find(hashString(name)) { $0.name == name } }
+  private func findContract(named name: String) -> ContractState? { byName.find(hashString(name)) { $0.name == name }?.takeUnretainedValue() }
 
   /// The segment ids of a keypath without creating a node: unknown segments
   /// get ``SegmentTable/unknown``. Lock held.
@@ -1118,7 +1118,7 @@ public final class Bus: @unchecked Sendable {
 
   private func insert(_ c: ContractState) {
     registry.append(c)
-    byName.insert(c, hashString(c.name))
+    byName.insert(c)
     for r in c.reads { readIndex.insert(r, c) }
     for w in c.writes { writeIndex.insert(w, c) }
     indexGeneration += 1
@@ -1139,7 +1139,7 @@ public final class Bus: @unchecked Sendable {
       throw OrdoError(.notFound, "no contract with id \(id) on this bus")
     }
     let seeds = c.isData ? downstream(c) : []
-    byName.remove(hashString(c.name)) { $0 === c }
+    byName.remove(c)
     for r in c.reads { readIndex.remove(r, c) }
     for w in c.writes { writeIndex.remove(w, c) }
     indexGeneration += 1

@@ -58,118 +58,6 @@ func equalBytes(_ s: String, _ p: UnsafeRawBufferPointer) -> Bool {
 /// The process's hash seed, drawn once.
 let hashSeed: UInt64 = UInt64.random(in: .min ... .max)
 
-/// An open-addressing hash table of class references, probed linearly,
-/// whose keys live in the objects themselves: the caller passes the hash
-/// and a test for its key. Each slot keeps a 32-bit tag, the hash's high
-/// bits, beside the reference: a probe compares keys only on a tag match,
-/// so it rarely touches objects other than the one looked up, and the slot
-/// is the tag's top bits, so growing needs no hash recomputed. 12 bytes a
-/// slot, at most three quarters full: about 20 bytes an entry, half what a
-/// `Dictionary` with a `String` key takes.
-struct RefTable<T: AnyObject> {
-  private var tags: [UInt32] = []
-  private var refs: [T?] = []
-  /// 32 - log2(slots).
-  private var shift: UInt32 = 32
-  /// Entries stored.
-  private(set) var count = 0
-  /// Entries plus tombstones.
-  private var used = 0
-
-  @inline(__always) private static var empty: UInt32 { 0 }
-  @inline(__always) private static var tombstone: UInt32 { 1 }
-
-  @inline(__always) private static func tag(_ h: UInt64) -> UInt32 { max(2, UInt32(truncatingIfNeeded: h >> 32)) }
-
-  /// The entry with hash `h` for which `matches` holds.
-  @inline(__always)
-  func find(_ h: UInt64, _ matches: (T) -> Bool) -> T? {
-    if count == 0 { return nil }
-    let t = RefTable.tag(h)
-    let mask = tags.count - 1
-    var i = Int(t >> shift)
-    return tags.withUnsafeBufferPointer { tags in
-      refs.withUnsafeBufferPointer { refs in
-        while true {
-          let s = tags[i]
-          if s == RefTable.empty { return nil }
-          if s == t, let r = refs[i], matches(r) { return r }
-          i = (i + 1) & mask
-        }
-      }
-    }
-  }
-
-  /// Adds an entry whose key is not in the table.
-  mutating func insert(_ x: T, _ h: UInt64) {
-    if (used + 1) * 4 > tags.count * 3 { resize(minimum: count + 1) }
-    put(x, RefTable.tag(h))
-    count += 1
-  }
-
-  private mutating func put(_ x: T, _ t: UInt32) {
-    let mask = tags.count - 1
-    var i = Int(t >> shift)
-    while tags[i] > RefTable.tombstone { i = (i + 1) & mask }
-    if tags[i] == RefTable.empty { used += 1 }
-    tags[i] = t
-    refs[i] = x
-  }
-
-  /// Removes the entry with hash `h` for which `matches` holds; returns it.
-  @discardableResult
-  mutating func remove(_ h: UInt64, _ matches: (T) -> Bool) -> T? {
-    if count == 0 { return nil }
-    let mask = tags.count - 1
-    let t = RefTable.tag(h)
-    var i = Int(t >> shift)
-    while tags[i] != RefTable.empty {
-      if tags[i] == t, let r = refs[i], matches(r) {
-        tags[i] = RefTable.tombstone
-        refs[i] = nil
-        count -= 1
-        if count == 0 {
-          self = RefTable()
-        } else if count * 8 < tags.count && tags.count > 64 {
-          resize(minimum: count)
-        }
-        return r
-      }
-      i = (i + 1) & mask
-    }
-    return nil
-  }
-
-  /// Every entry, in no particular order.
-  func forEach(_ body: (T) -> Void) {
-    for case let r? in refs { body(r) }
-  }
-
-  /// Every entry, in no particular order.
-  var values: [T] { refs.compactMap { $0 } }
-
-  /// Rehashes into the smallest table at most 3/8 full with `minimum`
-  /// entries, dropping tombstones.
-  private mutating func resize(minimum: Int) {
-    let oldTags = tags
-    let oldRefs = refs
-    var size = 8
-    var bits: UInt32 = 3
-    while size * 3 < minimum * 8 {
-      size *= 2
-      bits += 1
-    }
-    precondition(bits <= 32, "hash table too large")
-    tags = [UInt32](repeating: RefTable.empty, count: size)
-    refs = [T?](repeating: nil, count: size)
-    shift = 32 - bits
-    used = 0
-    for j in 0..<oldTags.count where oldTags[j] > RefTable.tombstone {
-      put(oldRefs[j]!, oldTags[j])
-    }
-  }
-}
-
 /// The registered contracts in id order (ids only grow, so appending keeps
 /// the order), found by binary search: 8 bytes a contract where a hash
 /// table takes about 20. An unregistered contract stays until more than
@@ -217,68 +105,95 @@ struct Registry {
   func forEach(_ body: (ContractState) -> Void) { all.forEach(body) }
 }
 
-/// The store's keypath table. Unlike ``RefTable`` its slots hold only the
-/// node reference (8 bytes): each node keeps its full hash, compared before
-/// its key, so a lookup touches the slot's line and the node it needs
-/// anyway, one cache line fewer than a separate tag array (this table is on
-/// every write's path; a miss in a large store costs more than the
-/// instructions of a lookup). The references are not retained: the store's
-/// tree of nodes owns them, and a node leaves the table when it leaves the
-/// tree.
-struct NodeTable {
-  private var slots: [Unmanaged<KeyNode>?] = []
+/// An object an ``UnretainedTable`` can hold: it knows its own hash.
+protocol TableEntry: AnyObject {
+  /// The hash the entry is filed under.
+  var tableHash: UInt64 { get }
+  /// A cheap first test that the entry may have hash `h`, made before the
+  /// caller's key comparison (true when the hash is not kept).
+  func mayHave(_ h: UInt64) -> Bool
+}
+
+extension KeyNode: TableEntry {
+  var tableHash: UInt64 { hash }
+  @inline(__always) func mayHave(_ h: UInt64) -> Bool { hash == h }
+}
+
+extension ContractState: TableEntry {
+  // Names are looked up only to register and unregister by name: their
+  // hash is recomputed when the table grows rather than kept in every
+  // contract.
+  var tableHash: UInt64 { hashString(name) }
+  @inline(__always) func mayHave(_ h: UInt64) -> Bool { true }
+}
+
+/// An open-addressing hash table, probed linearly, of objects owned
+/// elsewhere: a slot is the object's address (0 empty, 1 removed), 8 bytes,
+/// and holds no reference count. The key lives in the object; the caller
+/// passes the hash and a test for the key. The owners: the tree of key
+/// nodes for the keypath table (a node leaves the table when it leaves the
+/// tree), the registry for the contract-by-name table (a contract leaves the
+/// table when it is unregistered, before the registry may let it go).
+struct UnretainedTable<T: TableEntry> {
+  private var slots: [UInt] = []
   /// 64 - log2(slots).
   private var shift: UInt64 = 64
-  /// Nodes stored.
+  /// Entries stored.
   private(set) var count = 0
-  /// Nodes plus tombstones.
+  /// Entries plus removed marks.
   private var used = 0
-  /// Marks a removed entry (probing continues past it).
-  private let tombstone = Unmanaged.passUnretained(NodeTable.tombstoneNode)
-  nonisolated(unsafe) private static let tombstoneNode = KeyNode(key: "", ids: [], hash: 0)
 
-  /// The node with hash `h` whose key `matches`, unretained.
+  private static var empty: UInt { 0 }
+  private static var removed: UInt { 1 }
+
+  @inline(__always) private static func object(_ slot: UInt) -> Unmanaged<T> {
+    Unmanaged.fromOpaque(UnsafeRawPointer(bitPattern: slot).unsafelyUnwrapped)
+  }
+
+  /// The entry with hash `h` whose key `matches`, unretained.
   @inline(__always)
-  func find(_ h: UInt64, _ matches: (KeyNode) -> Bool) -> Unmanaged<KeyNode>? {
+  func find(_ h: UInt64, _ matches: (T) -> Bool) -> Unmanaged<T>? {
     if count == 0 { return nil }
     let mask = slots.count - 1
     var i = Int(truncatingIfNeeded: h >> shift)
-    while let u = slots[i] {
-      if u._withUnsafeGuaranteedRef({ $0.hash == h }) && u.toOpaque() != tombstone.toOpaque() && u._withUnsafeGuaranteedRef(matches) {
-        return u
+    while true {
+      let slot = slots[i]
+      if slot == Self.empty { return nil }
+      if slot != Self.removed {
+        let u = Self.object(slot)
+        if u._withUnsafeGuaranteedRef({ $0.mayHave(h) && matches($0) }) { return u }
       }
       i = (i + 1) & mask
     }
-    return nil
   }
 
-  /// Adds a node whose key is not in the table.
-  mutating func insert(_ n: KeyNode) {
+  /// Adds an entry whose key is not in the table.
+  mutating func insert(_ x: T) {
     if (used + 1) * 4 > slots.count * 3 { resize(minimum: count + 1) }
-    put(.passUnretained(n), n.hash)
+    put(UInt(bitPattern: Unmanaged.passUnretained(x).toOpaque()), x.tableHash)
     count += 1
   }
 
-  private mutating func put(_ u: Unmanaged<KeyNode>, _ h: UInt64) {
+  private mutating func put(_ slot: UInt, _ h: UInt64) {
     let mask = slots.count - 1
     var i = Int(truncatingIfNeeded: h >> shift)
-    while let x = slots[i], x.toOpaque() != tombstone.toOpaque() { i = (i + 1) & mask }
-    if slots[i] == nil { used += 1 }
-    slots[i] = u
+    while slots[i] > Self.removed { i = (i + 1) & mask }
+    if slots[i] == Self.empty { used += 1 }
+    slots[i] = slot
   }
 
-  /// Removes `n`.
-  mutating func remove(_ n: KeyNode) {
+  /// Removes `x`.
+  mutating func remove(_ x: T) {
     if count == 0 { return }
     let mask = slots.count - 1
-    let target = Unmanaged.passUnretained(n).toOpaque()
-    var i = Int(truncatingIfNeeded: n.hash >> shift)
-    while let x = slots[i] {
-      if x.toOpaque() == target {
-        slots[i] = tombstone
+    let target = UInt(bitPattern: Unmanaged.passUnretained(x).toOpaque())
+    var i = Int(truncatingIfNeeded: x.tableHash >> shift)
+    while slots[i] != Self.empty {
+      if slots[i] == target {
+        slots[i] = Self.removed
         count -= 1
         if count == 0 {
-          self = NodeTable()
+          self = UnretainedTable()
         } else if count * 8 < slots.count && slots.count > 64 {
           resize(minimum: count)
         }
@@ -289,7 +204,7 @@ struct NodeTable {
   }
 
   /// Rehashes into the smallest table at most 3/8 full with `minimum`
-  /// entries, dropping tombstones.
+  /// entries, dropping removed marks.
   private mutating func resize(minimum: Int) {
     let old = slots
     var size = 8
@@ -298,11 +213,11 @@ struct NodeTable {
       size *= 2
       bits += 1
     }
-    slots = [Unmanaged<KeyNode>?](repeating: nil, count: size)
+    slots = [UInt](repeating: Self.empty, count: size)
     shift = 64 - bits
     used = 0
-    for case let u? in old where u.toOpaque() != tombstone.toOpaque() {
-      put(u, u._withUnsafeGuaranteedRef { $0.hash })
+    for slot in old where slot > Self.removed {
+      put(slot, Self.object(slot)._withUnsafeGuaranteedRef { $0.tableHash })
     }
   }
 }

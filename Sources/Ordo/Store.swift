@@ -40,7 +40,7 @@ final class MonitorLock: @unchecked Sendable {
 final class KeyNode {
   // Fields a write and its pass touch come first, so that they share few
   // cache lines (a write touches the first 100 bytes or so).
-  /// The hash of ``key`` (see ``NodeTable``).
+  /// The hash of ``key`` (see ``UnretainedTable``).
   let hash: UInt64
   /// The full keypath ("" for the root).
   let key: String

@@ -2,64 +2,57 @@ import Testing
 
 @testable import Ordo
 
-/// The bus's own tables: the keypath/name table (``RefTable``), the segment
-/// table, the contract registry and the flat pattern lists, checked against
-/// plain Swift collections through many insertions and removals.
+/// The bus's own tables: the keypath and contract-name table
+/// (``UnretainedTable``), the segment table, the contract registry and the
+/// flat pattern lists, checked against plain Swift collections through many
+/// insertions and removals.
 @Suite struct TableTests {
-  final class Item {
+  /// An entry that keeps no hash, as contracts in the by-name table.
+  final class Named: TableEntry {
     let key: String
     init(_ key: String) { self.key = key }
+    var tableHash: UInt64 { hashString(key) }
+    func mayHave(_ h: UInt64) -> Bool { true }
   }
 
-  @Test func refTableAgreesWithADictionary() {
-    var table = RefTable<Item>()
-    var model: [String: Item] = [:]
+  /// Random inserts, finds and removals against a dictionary (which also
+  /// keeps the entries alive: the table does not), then removal of all, so
+  /// that the table grows, shrinks and empties.
+  func agreesWithADictionary<T: TableEntry>(_ make: (String, UInt64) -> T, _ key: @escaping (T) -> String) {
+    var table = UnretainedTable<T>()
+    var model: [String: T] = [:]
     var rng = SystemRandomNumberGenerator()
     for step in 0..<20_000 {
-      let key = "k\(Int.random(in: 0..<3_000, using: &rng)).v"
-      let h = hashString(key)
-      if let found = model[key] {
-        #expect(table.find(h) { $0.key == key } === found)
-        if step % 3 == 0 {
-          #expect(table.remove(h) { $0.key == key } === found)
-          model[key] = nil
-          #expect(table.find(h) { $0.key == key } == nil)
-        }
-      } else {
-        #expect(table.find(h) { $0.key == key } == nil)
-        let item = Item(key)
-        table.insert(item, h)
-        model[key] = item
-      }
-      #expect(table.count == model.count)
-    }
-    var seen = Set<String>()
-    table.forEach { seen.insert($0.key) }
-    #expect(seen == Set(model.keys))
-  }
-
-  @Test func nodeTableAgreesWithADictionary() {
-    var table = NodeTable()
-    var model: [String: KeyNode] = [:]
-    var rng = SystemRandomNumberGenerator()
-    for step in 0..<20_000 {
-      let key = "k\(Int.random(in: 0..<3_000, using: &rng)).v"
-      let h = hashString(key)
-      if let found = model[key] {
-        #expect(table.find(h) { $0.key == key }?.takeUnretainedValue() === found)
+      let k = "k\(Int.random(in: 0..<3_000, using: &rng)).v"
+      let h = hashString(k)
+      if let found = model[k] {
+        #expect(table.find(h) { key($0) == k }?.takeUnretainedValue() === found)
         if step % 3 == 0 {
           table.remove(found)
-          model[key] = nil
-          #expect(table.find(h) { $0.key == key } == nil)
+          model[k] = nil
+          #expect(table.find(h) { key($0) == k } == nil)
         }
       } else {
-        #expect(table.find(h) { $0.key == key } == nil)
-        let node = KeyNode(key: key, ids: [], hash: h)
-        table.insert(node)
-        model[key] = node
+        #expect(table.find(h) { key($0) == k } == nil)
+        let x = make(k, h)
+        table.insert(x)
+        model[k] = x
       }
       #expect(table.count == model.count)
     }
+    for (k, x) in model {
+      table.remove(x)
+      #expect(table.find(hashString(k)) { key($0) == k } == nil)
+    }
+    #expect(table.count == 0)
+  }
+
+  @Test func keypathTableAgreesWithADictionary() {
+    agreesWithADictionary({ KeyNode(key: $0, ids: [], hash: $1) }, \.key)
+  }
+
+  @Test func nameTableAgreesWithADictionary() {
+    agreesWithADictionary({ k, _ in Named(k) }, \.key)
   }
 
   @Test func byteAndStringHashesAgree() {
