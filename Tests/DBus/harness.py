@@ -331,8 +331,26 @@ class CHostCase(unittest.TestCase):
     def setUp(self):
         start_c_host(self)
 
+    def assert_series(self, notes, path, key, values):
+        """The Notify signals of a burst of host commits: one per commit to
+        contract `path`, transaction ids 2, 3, … and `key` taking `values`."""
+        self.assertEqual([n[3][key][1] for n in notes], list(values))
+        self.assertEqual([n[1] for n in notes], list(range(2, len(notes) + 2)))
+        self.assertTrue(all(n[0] == path for n in notes))
+
     def finish(self, p):
         """Asks the host to quit through peer p and checks it ends cleanly."""
         p.commit({"ctl.quit": ("b", True)})
         self.assertEqual(read_line(self.host.stdout, 20, "dbus_host's bye"), "bye")
         self.assertEqual(self.host.wait(timeout=20), 0, self.host.stderr.read().decode())
+
+
+def main(label):
+    """Runs the test module's tests and prints "LABEL: N passed, M failed"
+    (the line make test-dbus shows); exits non-zero on a failure."""
+    runner = unittest.TextTestRunner(verbosity=2)
+    prog = unittest.main(testRunner=runner, exit=False)
+    r = prog.result
+    failed = len(r.failures) + len(r.errors)
+    print(f"{label}: {r.testsRun - failed - len(r.skipped)} passed, {failed} failed")
+    sys.exit(0 if r.wasSuccessful() else 1)

@@ -317,9 +317,4 @@ class StalledReaderBigQueue(StalledReader):
 
 
 if __name__ == "__main__":
-    runner = unittest.TextTestRunner(verbosity=2)
-    prog = unittest.main(testRunner=runner, exit=False)
-    r = prog.result
-    failed = len(r.failures) + len(r.errors)
-    print(f"dbus hostile: {r.testsRun - failed - len(r.skipped)} passed, {failed} failed")
-    sys.exit(0 if r.wasSuccessful() else 1)
+    harness.main("dbus hostile")
