@@ -231,14 +231,6 @@ struct ChildMap {
     }
   }
 
-  /// The children, in no particular order.
-  var values: [PatternIndex.Child] {
-    switch storage {
-    case .small(let a): a.map(\.1)
-    case .large(let d): Array(d.values)
-    }
-  }
-
   /// Calls `body` for each child.
   @inline(__always)
   func forEach(_ body: (PatternIndex.Child) -> Void) {

@@ -125,8 +125,6 @@ enum Readers {
 struct NodeList {
   private var refs: [Unmanaged<KeyNode>] = []
 
-  var isEmpty: Bool { refs.isEmpty }
-
   @inline(__always) mutating func append(_ n: KeyNode) { refs.append(.passUnretained(n)) }
 
   /// Calls `body` with each node, in order, borrowed.

@@ -172,4 +172,26 @@ import Testing
     try bus.commitWith { try bus.set("k", .int64(3)) }
     #expect(calls.takeNames() == ["sweeper"])
   }
+
+  /// `Notification.changed` is a collection, not an array: it must still
+  /// compare, print, count and copy as the array it stands for.
+  @Test func changedKeypathsBehaveAsTheirArray() throws {
+    let bus = Bus()
+    let seen = Box<[ChangedKeypaths]>([])
+    try bus.register(name: "one", reads: ["a"]) { note in seen.mutate { $0.append(note.changed) } }
+    try bus.register(name: "all", reads: []) { note in seen.mutate { $0.append(note.changed) } }
+    try bus.commitWith {
+      try bus.set("a", .int64(1))
+      try bus.set("b", .int64(2))
+    }
+    let got = seen.value
+    #expect(got.count == 2)
+    #expect(got[0] == ["a"])
+    #expect(got[0].count == 1 && got[0].first == "a")
+    #expect("\(got[0])" == "[\"a\"]")
+    #expect(got[1] == ["a", "b"])
+    #expect(Array(got[1]) == ["a", "b"] && "\(got[1])" == "[\"a\", \"b\"]")
+    #expect(ChangedKeypaths([]).isEmpty && ChangedKeypaths([]) == [])
+    #expect(ChangedKeypaths(["x"]) == ChangedKeypaths(single: "x"))
+  }
 }
