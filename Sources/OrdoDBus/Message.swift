@@ -250,7 +250,7 @@ struct MessageWriter {
     Self.check(dbus_message_iter_close_container(&iter, &sub.iter))
   }
 
-  mutating func stringArray(_ a: [String]) {
+  mutating func stringArray<S: Sequence<String>>(_ a: S) {
     container(ORDO_DBUS_TYPE_ARRAY, "s") { w in for s in a { w.string(s) } }
   }
 

@@ -840,8 +840,7 @@ public final class DBusService: @unchecked Sendable {
 
   /// Sends a remote contract's `Notify`. Runs on the committing thread.
   private func notify(owner: String, _ note: Notification, droppable: Bool = true) {
-    let values = bus.values(of: note)
-    var changed = Array(note.changed)
+    var changed = note.changed
     var entries: [(String, Value)] = []
     var size = 64
     for k in changed { size += k.utf8.count + 8 }
@@ -849,6 +848,8 @@ public final class DBusService: @unchecked Sendable {
       changed = []
       notifyTruncated.add(1, ordering: .relaxed)
     } else {
+      // Values only for a list that fits (read from the bus once).
+      let values = bus.values(of: note)
       for k in changed {
         guard let v = values[k] else { continue }
         size += k.utf8.count + Self.estimate(v)
