@@ -183,7 +183,7 @@ public final class Bus: @unchecked Sendable {
   /// Restores the values of the transaction and forgets it. Lock held.
   private func restoreJournal() -> [@Sendable () -> Void] {
     journal.originals.forEach { n in
-      if n.value != n.original { setValue(n, n.original) }
+      if !Value.same(n.value, n.original) { setValue(n, n.original) }
     }
     let undo = journal.undo
     pruneCreated()
@@ -579,7 +579,7 @@ public final class Bus: @unchecked Sendable {
   /// Stores a value (nil: removes), recording the original. Returns whether
   /// the value changed. Lock held.
   private func store(_ n: KeyNode, _ v: Value?) -> Bool {
-    if n.value == v { return false }
+    if Value.same(n.value, v) { return false }
     journal.saveOriginal(n)
     setValue(n, v)
     return true
@@ -619,19 +619,20 @@ public final class Bus: @unchecked Sendable {
       return
     }
     c.calledSerial = passSerial
+    let serial = journal.serial
     let changed: ChangedKeypaths
     if c.kind == .everyTransaction {
       var keys: [String] = []
-      journal.records.forEach { n in if journal.isChanged(n) { keys.append(n.key) } }
+      journal.records.forEach { n in if Journal.isChanged(n, serial) { keys.append(n.key) } }
       changed = ChangedKeypaths(keys)
     } else {
       switch c.triggers {
       case .none: changed = []
-      case .one(let u): changed = u._withUnsafeGuaranteedRef { n in journal.isChanged(n) ? ChangedKeypaths(single: n.key) : [] }
+      case .one(let u): changed = u._withUnsafeGuaranteedRef { n in Journal.isChanged(n, serial) ? ChangedKeypaths(single: n.key) : [] }
       case .many(let list):
         markSerial += 1
         var keys: [String] = []
-        for n in list where n.bumpSerial != markSerial && journal.isChanged(n) {
+        for n in list where n.bumpSerial != markSerial && Journal.isChanged(n, serial) {
           n.bumpSerial = markSerial
           keys.append(n.key)
         }
@@ -649,10 +650,11 @@ public final class Bus: @unchecked Sendable {
   private func runPass() -> UInt64 {
     nextPassSerial()
     var anyChanged = false
+    let serial = journal.serial
     // Schedule the readers of what changed (evaluated before any callback
     // runs).
     journal.records.forEach { n in
-      guard journal.isChanged(n) else { return }
+      guard Journal.isChanged(n, serial) else { return }
       anyChanged = true
       // A contract's own initial-call writes do not schedule it; a keypath
       // also written by another contract (or outside callbacks) does.
@@ -687,7 +689,7 @@ public final class Bus: @unchecked Sendable {
       }
     }
     journal.originals.forEach { n in
-      if n.original != n.value && n.bumpSerial != bump {
+      if n.bumpSerial != bump && !Value.same(n.original, n.value) {
         n.bumpSerial = bump
         n.counter += 1
       }

@@ -217,24 +217,27 @@ public struct BusStatistics: Sendable, Hashable {
 /// Internal state of a registered contract. Fields are laid out hot first
 /// (those a pass touches), and kept few: 115 bytes, one 128-byte block.
 final class ContractState {
+  // The fields a pass touches come first, so that they share few cache
+  // lines (about 70 bytes after the object header).
   /// Also the registration order (ids only grow).
   let id: ContractID
-  /// Released (set to nil) when the contract is unregistered, so that what
-  /// it captures goes at once even while stale caches still name the contract.
-  @exclusivity(unchecked) var callback: ContractCallback?
-
   // Per-pass bookkeeping; `serial` identifies the pass.
   @exclusivity(unchecked) var scheduledSerial: UInt32 = 0
   @exclusivity(unchecked) var calledSerial: UInt32 = 0
   /// The written keypaths that scheduled it in this pass.
   @exclusivity(unchecked) var triggers = Triggers.none
+  let kind: ContractKind
+  @exclusivity(unchecked) var registered = true
+  @exclusivity(unchecked) var initialPending = false
+  /// The priority of a priority contract, the level of a data contract.
+  @exclusivity(unchecked) private var rank: Int32
+  /// Released (set to nil) when the contract is unregistered, so that what
+  /// it captures goes at once even while stale caches still name the contract.
+  @exclusivity(unchecked) var callback: ContractCallback?
 
   // Statistics.
   @exclusivity(unchecked) var calls: UInt64 = 0
   @exclusivity(unchecked) var lastTransaction: UInt64 = 0
-
-  /// The priority of a priority contract, the level of a data contract.
-  @exclusivity(unchecked) private var rank: Int32
   @exclusivity(unchecked) var failures: UInt32 = 0
   /// Bit i: read pattern i was read through (patterns beyond 32 are not tracked).
   @exclusivity(unchecked) var usedReads: UInt32 = 0
@@ -244,11 +247,6 @@ final class ContractState {
   // Cold.
   let name: String
   private let patterns: PatternStore
-
-  // Small fields last, so that they pack.
-  let kind: ContractKind
-  @exclusivity(unchecked) var registered = true
-  @exclusivity(unchecked) var initialPending = false
 
   init(id: ContractID, name: String, reads: [CPattern], writes: [CPattern], priority: Int32?, callback: @escaping ContractCallback) {
     self.id = id

@@ -150,9 +150,12 @@ struct UnretainedTable<T: TableEntry> {
     Unmanaged.fromOpaque(UnsafeRawPointer(bitPattern: slot).unsafelyUnwrapped)
   }
 
-  /// The entry with hash `h` whose key `matches`, unretained.
+  /// The entry with hash `h` whose key `matches`, unretained. Mutating
+  /// only so that a call on a class's stored table reads the slots in place:
+  /// a non-mutating call copies the table, retaining and releasing its slot
+  /// array on every lookup.
   @inline(__always)
-  func find(_ h: UInt64, _ matches: (T) -> Bool) -> Unmanaged<T>? {
+  mutating func find(_ h: UInt64, _ matches: (T) -> Bool) -> Unmanaged<T>? {
     if count == 0 { return nil }
     let mask = slots.count - 1
     var i = Int(truncatingIfNeeded: h >> shift)

@@ -174,17 +174,21 @@ struct Journal {
     originals.append(node)
   }
 
-  /// Whether the node's value differs from its value at the start.
-  func netChanged(_ node: KeyNode) -> Bool {
-    node.originalSerial == serial && node.original != node.value
+  /// Whether the node's value differs from its value at the start of the
+  /// transaction with this serial. Static, with the serial passed in, so
+  /// that the pass's closures read no copy of the journal (a copy retains
+  /// and releases its four lists).
+  static func netChanged(_ node: KeyNode, _ serial: UInt64) -> Bool {
+    node.originalSerial == serial && !Value.same(node.original, node.value)
   }
 
-  /// Whether a written keypath still counts as changed (SPEC §2).
-  func isChanged(_ node: KeyNode) -> Bool {
+  /// Whether a keypath written in the transaction with this serial still
+  /// counts as changed (SPEC §2).
+  static func isChanged(_ node: KeyNode, _ serial: UInt64) -> Bool {
     if node.touched { return true }
-    if node.ownValue && netChanged(node) { return true }
+    if node.ownValue && netChanged(node, serial) { return true }
     if !node.hasLists || node.removed.isEmpty { return false }
-    for r in node.removed where netChanged(r) { return true }
+    for r in node.removed where netChanged(r, serial) { return true }
     return false
   }
 

@@ -62,6 +62,20 @@ public enum Value: Hashable, Sendable, CustomStringConvertible {
     }
   }
 
+  /// Whether two optional values are equal (nil equals nil), inlined with
+  /// the scalar cases first: the store compares values on every write and
+  /// in every pass, and this spares the copies a call to `==` needs.
+  @inline(__always)
+  static func same(_ a: Value?, _ b: Value?) -> Bool {
+    switch a {
+    case .none: return b == nil
+    case .some(.int64(let x)): if case .some(.int64(let y)) = b { return x == y } else { return false }
+    case .some(.bool(let x)): if case .some(.bool(let y)) = b { return x == y } else { return false }
+    case .some(.double(let x)): if case .some(.double(let y)) = b { return x.bitPattern == y.bitPattern } else { return false }
+    case .some(let x): if let b { return x == b } else { return false }
+    }
+  }
+
   /// Byte-for-byte equality of two strings' UTF-8 (no Unicode
   /// normalization), with one memory comparison.
   static func sameBytes(_ a: String, _ b: String) -> Bool {
