@@ -74,6 +74,14 @@ final class MinimalDispatcher {
     }
   }
 
+  /// Sets the 10 keypaths from index `first` to `value` and commits, then
+  /// the next value.
+  func commitGroup(_ first: Int, _ value: inout Int64) {
+    for i in first..<(first + 10) { set(i, value) }
+    value &+= 1
+    commit()
+  }
+
   func commit() {
     for k in changed {
       k.reader.calls &+= 1
@@ -81,6 +89,25 @@ final class MinimalDispatcher {
     }
     changed.removeAll(keepingCapacity: true)
   }
+}
+
+/// Times `ops` commits made by `commit`, counting them in `commits`.
+@inline(__always)
+func timedCommits(_ ops: Int, _ commits: inout Int, _ commit: () throws -> Void) rethrows -> UInt64 {
+  let t0 = nowNS()
+  for _ in 0..<ops { try commit() }
+  commits += ops
+  return nowNS() - t0
+}
+
+/// One transaction setting the 10 keypaths from `keys[first]` to `value`,
+/// then the next value.
+@inline(__always)
+func commitGroup(_ bus: Bus, _ keys: [String], _ first: Int, _ value: inout Int64) throws {
+  bus.begin()
+  for k in first..<(first + 10) { try bus.set(keys[k], .int64(value)) }
+  value &+= 1
+  try bus.commit()
 }
 
 /// Scenario 1: per-commit cost against the number of contracts registered.
@@ -109,7 +136,6 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
   for i in 0..<10 { try base.register(name: "c\(i)", reads: [keys[i]]) { _ in baseSink.calls &+= 1 } }
   var baseValue: Int64 = 0
   var baseCommits = 0
-  var baseRng = SplitMix(state: 1)
 
   let bigSink = Sink()
   let big = Bus()
@@ -160,71 +186,27 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
     minSink.calls = 0
 
     let ordoVariant = Variant("ordo") { ops in
-      let t0 = nowNS()
-      for _ in 0..<ops {
-        let g = bigRng.below(groups) * 10
-        big.begin()
-        for k in g..<(g + 10) { try big.set(keys[k], .int64(bigValue)) }
-        bigValue &+= 1
-        try big.commit()
-      }
-      bigCommits += ops
-      return nowNS() - t0
+      try timedCommits(ops, &bigCommits) { try commitGroup(big, keys, bigRng.below(groups) * 10, &bigValue) }
     }
     let sameVariant = Variant("ordo-same") { ops in
-      let t0 = nowNS()
-      for _ in 0..<ops {
-        big.begin()
-        for k in fixed..<(fixed + 10) { try big.set(keys[k], .int64(bigValue)) }
-        bigValue &+= 1
-        try big.commit()
-      }
-      sameCommits += ops
-      return nowNS() - t0
-    }
-    let minVariant = Variant("minimal-dispatch") { ops in
-      let t0 = nowNS()
-      for _ in 0..<ops {
-        let g = minRng.below(groups) * 10
-        for k in g..<(g + 10) { minimal.set(k, minValue) }
-        minValue &+= 1
-        minimal.commit()
-      }
-      minCommits += ops
-      return nowNS() - t0
-    }
-    let minBaseVariant = Variant("minimal-dispatch-10") { ops in
-      let t0 = nowNS()
-      for _ in 0..<ops {
-        for k in 0..<10 { minBase.set(k, minBaseValue) }
-        minBaseValue &+= 1
-        minBase.commit()
-      }
-      minCommits += ops
-      return nowNS() - t0
+      try timedCommits(ops, &sameCommits) { try commitGroup(big, keys, fixed, &bigValue) }
     }
     let baseVariant = Variant("ordo-10-contracts") { ops in
-      let t0 = nowNS()
-      for _ in 0..<ops {
-        let g = baseRng.below(1) * 10
-        base.begin()
-        for k in g..<(g + 10) { try base.set(keys[k], .int64(baseValue)) }
-        baseValue &+= 1
-        try base.commit()
-      }
-      baseCommits += ops
-      return nowNS() - t0
+      try timedCommits(ops, &baseCommits) { try commitGroup(base, keys, 0, &baseValue) }
     }
     let scanVariant = Variant("scan-all") { ops in
-      let t0 = nowNS()
-      for _ in 0..<ops {
+      timedCommits(ops, &scanCommits) {
         let g = scanRng.below(groups) * 10
         for k in g..<(g + 10) { scan.set(keys[k], scanValue) }
         scanValue &+= 1
         scan.commit()
       }
-      scanCommits += ops
-      return nowNS() - t0
+    }
+    let minVariant = Variant("minimal-dispatch") { ops in
+      timedCommits(ops, &minCommits) { minimal.commitGroup(minRng.below(groups) * 10, &minValue) }
+    }
+    let minBaseVariant = Variant("minimal-dispatch-10") { ops in
+      timedCommits(ops, &minCommits) { minBase.commitGroup(0, &minBaseValue) }
     }
     progress("scale: measuring \(n) contracts")
     let variants = n == 10 ? [ordoVariant, scanVariant] : [ordoVariant, sameVariant, baseVariant, scanVariant, minVariant, minBaseVariant]
