@@ -37,6 +37,26 @@ import Testing
     #expect(set.count == 3)
   }
 
+  /// The store's inlined comparison (scalars first) agrees with `==` on
+  /// optional values for every pair of types and the edge cases of each.
+  @Test func inlineComparisonAgreesWithEquality() {
+    let values: [Value?] = [
+      nil, .bool(false), .bool(true), .int64(0), .int64(1), .int64(.min), .double(0.0), .double(-0.0),
+      .double(.nan), .double(Double(nan: 2, signaling: false)), .double(1), .string(""), .string("a"),
+      .string(String(repeating: "x", count: 40)), .bytes([]), .bytes([0x61]),
+    ]
+    for a in values {
+      for b in values {
+        #expect(Value.same(a, b) == (a == b), "\(String(describing: a)) vs \(String(describing: b))")
+        #expect(Value.same(a, b) == Value.same(b, a))
+      }
+      #expect(Value.same(a, a))
+    }
+    #expect(!Value.same(.int64(1), .double(1)))
+    #expect(!Value.same(.double(0.0), .double(-0.0)))
+    #expect(Value.same(.string(String(repeating: "x", count: 40)), .string(String(repeating: "x", count: 40))))
+  }
+
   @Test func names() {
     #expect(Value.bool(true).typeName == "bool")
     #expect(Value.int64(1).typeName == "int64")
