@@ -92,10 +92,11 @@ func runDelivery(_ s: Settings) throws -> [BenchResult] {
   var floorValues = [Int64](repeating: 0, count: n)
   var floorTransactions = 0
 
-  // The floor of a thread-safe bus: the same, plus what any bus that
-  // serializes writes and calls out without its lock pays per change: a
-  // lock/unlock pair around the write and an unlock/lock pair around the
-  // call (the pthread mutex Ordo's bus uses).
+  // The floor of Ordo's threading design: the same, plus what a bus pays per
+  // change when it takes its lock for each write (other threads read the
+  // committed state meanwhile) and calls out without it: a lock/unlock pair
+  // around the write and an unlock/lock pair around the call (the pthread
+  // mutex Ordo's bus uses).
   let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
   pthread_mutex_init(mutex, nil)
   defer {
