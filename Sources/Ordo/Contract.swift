@@ -215,10 +215,11 @@ public struct BusStatistics: Sendable, Hashable {
 }
 
 /// Internal state of a registered contract. Fields are laid out hot first
-/// (those a pass touches), and kept few: 115 bytes, one 128-byte block.
+/// (those a pass touches), and kept few: 120 bytes with the object header,
+/// one 128-byte block.
 final class ContractState {
   // The fields a pass touches come first, so that they share few cache
-  // lines (about 70 bytes after the object header).
+  // lines (the first 64 bytes after the object header).
   /// Also the registration order (ids only grow).
   let id: ContractID
   // Per-pass bookkeeping; `serial` identifies the pass.

@@ -62,9 +62,9 @@ public enum Value: Hashable, Sendable, CustomStringConvertible {
     }
   }
 
-  /// Whether two optional values are equal (nil equals nil), inlined with
-  /// the scalar cases first: the store compares values on every write and
-  /// in every pass, and this spares the copies a call to `==` needs.
+  /// Whether two optional values are equal (nil equals nil), as `==`. The
+  /// store compares values on every write and in every pass; this decides
+  /// the scalar cases inline and calls `==` only for strings and bytes.
   @inline(__always)
   static func same(_ a: Value?, _ b: Value?) -> Bool {
     switch a {
