@@ -283,9 +283,14 @@ public final class Bus: @unchecked Sendable {
     return node
   }
 
+  /// The node of a keypath the store has, unretained (the store keeps it).
+  /// Lock held.
+  @inline(__always)
+  private func existing(_ k: String) -> Unmanaged<KeyNode>? { nodes.find(hashString(k)) { $0.key == k } }
+
   /// The node of a keypath the store has. Lock held.
   @inline(__always)
-  private func lookup(_ k: String) -> KeyNode? { nodes.find(hashString(k)) { $0.key == k }?.takeUnretainedValue() }
+  private func lookup(_ k: String) -> KeyNode? { existing(k)?.takeUnretainedValue() }
 
   /// The registered contract with this name. Lock held.
   private func findContract(named name: String) -> ContractState? { byName.find(hashString(name)) { $0.name == name }?.takeUnretainedValue() }
@@ -365,7 +370,7 @@ public final class Bus: @unchecked Sendable {
     lock.lock()
     // The common case: an existing keypath written by the transaction's
     // owner outside callbacks, which needs no contract check.
-    if canWriteUnchecked, let n = nodes.find(hashString(keypath), { $0.key == keypath }) {
+    if canWriteUnchecked, let n = existing(keypath) {
       n._withUnsafeGuaranteedRef { setUnchecked($0, value) }
       lock.unlock()
       return
@@ -492,10 +497,10 @@ public final class Bus: @unchecked Sendable {
 
   /// Applies a checked write (creating the keypath's node if needed) and,
   /// inside a pass, schedules what it affects. Lock held.
-  private func applyChecked(_ k: String, _ existing: KeyNode?, _ op: WriteOp) throws(OrdoError) {
-    // A batch may create the node in an earlier write of the same keypath.
-    var found = existing ?? lookup(k)
-    if found == nil { found = try node(k, create: true) }
+  private func applyChecked(_ k: String, _ resolved: KeyNode?, _ op: WriteOp) throws(OrdoError) {
+    // Without a node resolved beforehand, `node` finds the one an earlier
+    // write of the same batch created, or creates it.
+    let found = if let resolved { resolved } else { try node(k, create: true) }
     guard let n = found else { return }
     let c = running
     if apply(n, op, by: c), inPass, let c {

@@ -83,7 +83,8 @@ public struct ChangedKeypaths: RandomAccessCollection, Hashable, Sendable, Expre
       precondition(i == 0, "index out of range")
       return single
     }
-    return list![i]
+    guard let list else { preconditionFailure("index out of range") }
+    return list[i]
   }
 }
 
