@@ -103,16 +103,13 @@ public func ordo_rollback(_ bus: OpaquePointer?) -> ordo_status {
 private func set(_ bus: OpaquePointer?, _ keypath: UnsafePointer<CChar>?, _ value: () throws(OrdoError) -> Value) -> ordo_status {
   guarded { () throws(OrdoError) in
     let box = try CBus.from(bus)
-    if let keypath {
-      // An existing keypath outside callbacks: no String made.
-      let v = try value()
-      let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(keypath).assumingMemoryBound(to: UInt8.self), count: strlen(keypath))
-      if box.bus.setExisting(utf8: bytes, v) { return }
-      try box.bus.set(try keypathArg(keypath), v)
-      return
-    }
-    let k = try keypathArg(keypath)
-    try box.bus.set(k, try value())
+    guard let keypath else { throw invalid("keypath is NULL") }
+    let v = try value()
+    // An existing keypath outside callbacks is written from its bytes, with
+    // no String made; every other case goes through the validated String.
+    let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(keypath).assumingMemoryBound(to: UInt8.self), count: strlen(keypath))
+    if box.bus.setExisting(utf8: bytes, v) { return }
+    try box.bus.set(try keypathArg(keypath), v)
   }
 }
 

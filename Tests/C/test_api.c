@@ -219,6 +219,10 @@ static void test_values(void) {
 
   OK(ordo_begin(bus));
   EXPECT(ORDO_E_INVALID_ARGUMENT, ordo_set_int64(bus, NULL, 1));
+  EXPECT_MESSAGE("keypath is NULL");
+  /* With both arguments bad, the NULL keypath is reported. */
+  EXPECT(ORDO_E_INVALID_ARGUMENT, ordo_set_string(bus, NULL, NULL));
+  EXPECT_MESSAGE("keypath is NULL");
   EXPECT(ORDO_E_INVALID_ARGUMENT, ordo_set_string(bus, "doc.title", NULL));
   EXPECT_MESSAGE("doc.title");
   EXPECT(ORDO_E_INVALID_ARGUMENT, ordo_set_bytes(bus, "doc.blob", NULL, 3));
