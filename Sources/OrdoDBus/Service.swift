@@ -314,7 +314,7 @@ public final class DBusService: @unchecked Sendable {
       }
       try expect(m, "", "Introspect")
       let child = path == "/" ? "dev" : (path == "/dev" ? "ordo" : "Bus")
-      return reply(m) {
+      return m.methodReturn {
         $0.string(
           "<!DOCTYPE node PUBLIC \"-//freedesktop//DTD D-BUS Object Introspection 1.0//EN\"\n \"http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd\">\n<node>\n  <node name=\"\(child)\"/>\n</node>\n"
         )
@@ -328,7 +328,7 @@ public final class DBusService: @unchecked Sendable {
       return try busMethod(m, member, sender)
     case ("org.freedesktop.DBus.Introspectable", "Introspect"), (nil, "Introspect"):
       try expect(m, "", "Introspect")
-      return reply(m) { $0.string(introspectionXML) }
+      return m.methodReturn { $0.string(introspectionXML) }
     case ("org.freedesktop.DBus.Properties", _), (nil, "GetAll"), (nil, "Set"):
       return try properties(m, member)
     default:
@@ -343,10 +343,6 @@ public final class DBusService: @unchecked Sendable {
     guard got == signature else {
       throw .invalidArgs("\(method) expects arguments (\(signature)), got (\(got))")
     }
-  }
-
-  private func reply(_ m: DBusMessageRef, _ body: (inout MessageWriter) -> Void) -> DBusMessageRef? {
-    m.methodReturn(body)
   }
 
   private func busMethod(_ m: DBusMessageRef, _ member: String, _ sender: String) throws(OrdoServiceError) -> DBusMessageRef? {
@@ -366,10 +362,10 @@ public final class DBusService: @unchecked Sendable {
       guard dot.utf8.count <= limits.maxMessageBytes else {
         throw .ordo(OrdoError(.limit, "the graph is \(dot.utf8.count) bytes, more than max-message-bytes (\(limits.maxMessageBytes))"))
       }
-      return reply(m) { $0.string(dot) }
+      return m.methodReturn { $0.string(dot) }
     case "Stats":
       try expect(m, "", "Stats")
-      return reply(m) { w in w.dict { self.writeStats(&$0) } }
+      return m.methodReturn { w in w.dict { self.writeStats(&$0) } }
     default:
       throw .other(name: "org.freedesktop.DBus.Error.UnknownMethod", message: "no method \(member) in interface \(ordoInterface)")
     }
@@ -455,7 +451,7 @@ public final class DBusService: @unchecked Sendable {
     let path = ordoContractPathPrefix + String(handle.id)
     log(.info, "\(sender) registered contract \(handle.id) \"\(name)\" reads [\(reads.joined(separator: ", "))]\(writer ? " writes [\(writes.joined(separator: ", "))] timeout \(timeoutMs) ms" : "")\(priority.map { " priority \($0)" } ?? "")")
     if initialRegister?.replied == true { return nil }
-    return reply(m) { $0.objectPath(path) }
+    return m.methodReturn { $0.objectPath(path) }
   }
 
   private func contractID(_ path: String) -> ContractID? {
@@ -488,7 +484,7 @@ public final class DBusService: @unchecked Sendable {
     defer { loopInBusCall.subtract(1, ordering: .relaxed) }
     do { try bus.unregister(id) } catch { throw .ordo(error) }
     log(.info, "\(sender) unregistered contract \(id)")
-    return reply(m) { _ in }
+    return m.methodReturn { _ in }
   }
 
   private func forget(_ id: ContractID, _ owner: String) {
@@ -547,7 +543,7 @@ public final class DBusService: @unchecked Sendable {
       try? bus.rollback()
       throw .ordo(error)
     }
-    return reply(m) { $0.uint64(txn) }
+    return m.methodReturn { $0.uint64(txn) }
   }
 
   private func get(_ m: DBusMessageRef) throws(OrdoServiceError) -> DBusMessageRef? {
@@ -564,7 +560,7 @@ public final class DBusService: @unchecked Sendable {
     guard let v = snap.values[k] else {
       throw .ordo(OrdoError(.notFound, "\"\(k)\" holds no value (its counter is \(counter))"))
     }
-    return reply(m) { w in
+    return m.methodReturn { w in
       w.value(v)
       w.uint64(counter)
     }
@@ -590,7 +586,7 @@ public final class DBusService: @unchecked Sendable {
     guard size <= limits.maxMessageBytes else {
       throw .ordo(OrdoError(.limit, "the snapshot of [\(patterns.joined(separator: ", "))] holds \(snap.values.count) values (about \(size) bytes), more than max-message-bytes (\(limits.maxMessageBytes)); ask for narrower patterns"))
     }
-    return reply(m) { w in
+    return m.methodReturn { w in
       w.valueDict(snap.values.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
       w.container(ORDO_DBUS_TYPE_ARRAY, "{st}") { a in
         for (k, n) in snap.counters.sorted(by: { $0.key < $1.key }) {
@@ -648,7 +644,7 @@ public final class DBusService: @unchecked Sendable {
     guard size <= limits.maxMessageBytes else {
       throw .ordo(OrdoError(.limit, "the list of \(list.count) contracts (about \(size) bytes) is more than max-message-bytes (\(limits.maxMessageBytes))"))
     }
-    return reply(m) { w in
+    return m.methodReturn { w in
       w.container(ORDO_DBUS_TYPE_ARRAY, "a{sv}") { a in
         for c in list {
           a.dict { d in
@@ -715,9 +711,9 @@ public final class DBusService: @unchecked Sendable {
       switch p {
       case "Transaction":
         let t = bus.transactionID
-        return reply(m) { $0.container(ORDO_DBUS_TYPE_VARIANT, "t") { $0.uint64(t) } }
+        return m.methodReturn { $0.container(ORDO_DBUS_TYPE_VARIANT, "t") { $0.uint64(t) } }
       case "Version":
-        return reply(m) { $0.container(ORDO_DBUS_TYPE_VARIANT, "s") { $0.string(ordoDBusVersion) } }
+        return m.methodReturn { $0.container(ORDO_DBUS_TYPE_VARIANT, "s") { $0.string(ordoDBusVersion) } }
       default:
         throw .other(name: "org.freedesktop.DBus.Error.UnknownProperty", message: "\(ordoInterface) has no property \(p); it has Transaction and Version")
       }
@@ -725,7 +721,7 @@ public final class DBusService: @unchecked Sendable {
       try expect(m, "s", "Properties.GetAll")
       _ = try readIface()
       let t = bus.transactionID
-      return reply(m) { w in
+      return m.methodReturn { w in
         w.dict { d in
           d.entry("Transaction", uint64: t)
           d.entry("Version", string: ordoDBusVersion)
