@@ -331,6 +331,13 @@ class CHostCase(unittest.TestCase):
     def setUp(self):
         start_c_host(self)
 
+    def peers(self, n):
+        """n peers on the host's bus, each closed with the test."""
+        ps = [Peer(self.env.address) for _ in range(n)]
+        for p in ps:
+            self.addCleanup(p.close)
+        return ps
+
     def assert_series(self, notes, path, key, values):
         """The Notify signals of a burst of host commits: one per commit to
         contract `path`, transaction ids 2, 3, … and `key` taking `values`."""

@@ -617,10 +617,9 @@ class CHost(CHostCase):
     """A C program publishing its own bus (ordo_dbus_publish/fd/dispatch)."""
 
     def test_levels_priorities_and_host_contracts(self):
-        a, b, w = Peer(self.env.address), Peer(self.env.address), Peer(self.env.address)
+        a, b, w = self.peers(3)
         mon = Monitor(self.env.address)
-        for x in (a, b, w, mon):
-            self.addCleanup(x.close)
+        self.addCleanup(mon.close)
         sum_view = a.register("sum-view", ["calc.sum"])  # data level 1: calc.sum is written by data contract "sum"
         norm_view = b.register("norm-view", ["in.norm"])  # data level 0
         raw_prio = a.register("raw-prio", ["in.raw"], options={"priority": ("i", -1)})
@@ -648,28 +647,23 @@ class CHost(CHostCase):
         self.assertEqual(w.stats()["contracts"], 6)
         self.finish(w)
 
-    def test_commits_from_another_host_thread(self):
-        r, w = Peer(self.env.address), Peer(self.env.address)
-        for x in (r, w):
-            self.addCleanup(x.close)
-        path = r.register("bg", ["bg.n"])
-        N = 2000
-        self.assertEqual(w.commit({"ctl.burst": ("x", N)}), 1)
-        self.assert_series(r.notifies(N, timeout=60), path, "bg.n", range(1, N + 1))
+    def burst(self, control, key, n, timeout):
+        """Asks the host, through `control`, for n commits of `key` = 1..n and
+        checks that a remote observer gets them all, in order."""
+        r, w = self.peers(2)
+        path = r.register("observer", [key])
+        self.assertEqual(w.commit({control: ("x", n)}), 1)
+        self.assert_series(r.notifies(n, timeout=timeout), path, key, range(1, n + 1))
         self.finish(w)
+
+    def test_commits_from_another_host_thread(self):
+        self.burst("ctl.burst", "bg.n", 2000, 60)
 
     def test_commits_on_the_dispatching_thread_between_dispatches(self):
         # The host commits on the thread that calls ordo_dbus_dispatch, then
         # waits on ordo_dbus_fd without a timeout: the Notify signals must
         # leave without another dispatch.
-        r, w = Peer(self.env.address), Peer(self.env.address)
-        for x in (r, w):
-            self.addCleanup(x.close)
-        path = r.register("loc", ["loc.n"])
-        N = 500
-        self.assertEqual(w.commit({"ctl.local": ("x", N)}), 1)
-        self.assert_series(r.notifies(N, timeout=20), path, "loc.n", range(1, N + 1))
-        self.finish(w)
+        self.burst("ctl.local", "loc.n", 500, 20)
 
 
 class Daemon(unittest.TestCase):

@@ -393,9 +393,7 @@ class CHostWriters(CHostCase):
         w.add("remote-calc", ["in.raw"], ["in.norm"],
               lambda p, t, ch, vs: ({"in.norm": ("x", vs["in.raw"][1] * 10)}, (), ()), {"priority": ("i", -1)})
         w.start()
-        o, c = Peer(self.env.address), Peer(self.env.address)
-        for x in (o, c):
-            self.addCleanup(x.close)
+        o, c = self.peers(2)
         view = o.register("view", ["calc.sum"])
         self.assertEqual(c.commit({"in.raw": ("x", 5)}), 1)
         # The host's "sum" (a local data contract) read the remote writer's in.norm.
@@ -410,9 +408,7 @@ class CHostWriters(CHostCase):
         w.add("bg-writer", ["bg.n"], ["bg.m"],
               lambda p, t, ch, vs: ({"bg.m": ("x", vs["bg.n"][1] * 10)}, (), ()), {"priority": ("i", -1)})
         w.start()
-        o, c = Peer(self.env.address), Peer(self.env.address)
-        for x in (o, c):
-            self.addCleanup(x.close)
+        o, c = self.peers(2)
         view = o.register("view", ["bg.m"])
         N = 30
         self.assertEqual(c.commit({"ctl.burst": ("x", N)}), 1)
