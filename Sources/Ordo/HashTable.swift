@@ -55,6 +55,19 @@ func equalBytes(_ s: String, _ p: UnsafeRawBufferPointer) -> Bool {
   return s.utf8.elementsEqual(p)
 }
 
+/// The slot count of an open-addressing table for `entries` entries: the
+/// smallest power of two, at least 8, that they fill to at most 3/8 (room to
+/// grow to 3/4 before the next resize), with its log2.
+func tableSize(for entries: Int) -> (size: Int, bits: Int) {
+  var size = 8
+  var bits = 3
+  while size * 3 < entries * 8 {
+    size *= 2
+    bits += 1
+  }
+  return (size, bits)
+}
+
 /// The process's hash seed, drawn once.
 let hashSeed: UInt64 = UInt64.random(in: .min ... .max)
 
@@ -206,18 +219,13 @@ struct UnretainedTable<T: TableEntry> {
     }
   }
 
-  /// Rehashes into the smallest table at most 3/8 full with `minimum`
-  /// entries, dropping removed marks.
+  /// Rehashes into ``tableSize(for:)`` slots for `minimum` entries,
+  /// dropping removed marks.
   private mutating func resize(minimum: Int) {
     let old = slots
-    var size = 8
-    var bits: UInt64 = 3
-    while size * 3 < minimum * 8 {
-      size *= 2
-      bits += 1
-    }
+    let (size, bits) = tableSize(for: minimum)
     slots = [UInt](repeating: Self.empty, count: size)
-    shift = 64 - bits
+    shift = UInt64(64 - bits)
     used = 0
     for slot in old where slot > Self.removed {
       put(slot, Self.object(slot)._withUnsafeGuaranteedRef { $0.tableHash })

@@ -47,14 +47,9 @@ struct SegmentTable {
   }
 
   private mutating func resize() {
-    var size = 8
-    var bits: UInt32 = 3
-    while size * 3 < (names.count + 1) * 8 {
-      size *= 2
-      bits += 1
-    }
+    let (size, bits) = tableSize(for: names.count + 1)
     slots = [UInt64](repeating: 0, count: size)
-    shift = 32 - bits
+    shift = UInt32(32 - bits)
     for (id, name) in names.enumerated() {
       let h = hashString(name)
       let (i, _) = slot(name, h)
