@@ -52,6 +52,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench-dbus.h"
+
 #define PATH "/dev/ordo/Bus"
 #define IFACE "dev.ordo.Bus1"
 #define RAW_IFACE "dev.ordo.Bench"
@@ -95,36 +97,15 @@ static DBusConnection *connect_to(const char *address) {
   return c;
 }
 
-/* Appends {KEY: int64 v} as a{sv}. */
-static void append_values(DBusMessageIter *it, int64_t v) {
-  DBusMessageIter dict, entry, var;
-  const char *key = KEY;
-  dbus_message_iter_open_container(it, DBUS_TYPE_ARRAY, "{sv}", &dict);
-  dbus_message_iter_open_container(&dict, DBUS_TYPE_DICT_ENTRY, NULL, &entry);
-  dbus_message_iter_append_basic(&entry, DBUS_TYPE_STRING, &key);
-  dbus_message_iter_open_container(&entry, DBUS_TYPE_VARIANT, "x", &var);
-  dbus_message_iter_append_basic(&var, DBUS_TYPE_INT64, &v);
-  dbus_message_iter_close_container(&entry, &var);
-  dbus_message_iter_close_container(&dict, &entry);
-  dbus_message_iter_close_container(it, &dict);
-}
-
-static void append_strings(DBusMessageIter *it, const char **items, int n) {
-  DBusMessageIter arr;
-  dbus_message_iter_open_container(it, DBUS_TYPE_ARRAY, "s", &arr);
-  for (int i = 0; i < n; i++) dbus_message_iter_append_basic(&arr, DBUS_TYPE_STRING, &items[i]);
-  dbus_message_iter_close_container(it, &arr);
-}
-
 /* Commit({KEY: v}, [], []) */
 static DBusMessage *commit_message(int64_t v) {
   DBusMessage *m = dbus_message_new_method_call(service, PATH, IFACE, "Commit");
   check_oom(m);
   DBusMessageIter it;
   dbus_message_iter_init_append(m, &it);
-  append_values(&it, v);
-  append_strings(&it, NULL, 0);
-  append_strings(&it, NULL, 0);
+  bench_append_values(&it, KEY, v);
+  bench_append_strings(&it, NULL, 0);
+  bench_append_strings(&it, NULL, 0);
   return m;
 }
 
@@ -133,15 +114,7 @@ static DBusMessage *raw_message(int64_t v) {
   DBusMessage *m = dbus_message_new_signal("/dev/ordo/Bench", RAW_IFACE, "Notify");
   check_oom(m);
   dbus_message_set_destination(m, observer_name);
-  DBusMessageIter it;
-  dbus_message_iter_init_append(m, &it);
-  const char *path = raw_path;
-  dbus_uint64_t txn = (dbus_uint64_t)v;
-  const char *changed[1] = {KEY};
-  dbus_message_iter_append_basic(&it, DBUS_TYPE_OBJECT_PATH, &path);
-  dbus_message_iter_append_basic(&it, DBUS_TYPE_UINT64, &txn);
-  append_strings(&it, changed, 1);
-  append_values(&it, v);
+  bench_append_notify(m, raw_path, KEY, v);
   return m;
 }
 
@@ -361,8 +334,8 @@ static void register_observer(DBusConnection *obs, const char *dest, char *path_
   const char *reads[1] = {KEY};
   dbus_message_iter_init_append(m, &it);
   dbus_message_iter_append_basic(&it, DBUS_TYPE_STRING, &name);
-  append_strings(&it, reads, 1);
-  append_strings(&it, NULL, 0);
+  bench_append_strings(&it, reads, 1);
+  bench_append_strings(&it, NULL, 0);
   dbus_message_iter_open_container(&it, DBUS_TYPE_ARRAY, "{sv}", &opts);
   dbus_message_iter_close_container(&it, &opts);
   DBusError err;

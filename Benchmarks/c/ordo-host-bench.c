@@ -52,6 +52,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench-dbus.h"
+
 #define KEY "bench.k"
 
 static void die(const char *what, const char *detail) {
@@ -77,23 +79,7 @@ static void send_raw(int64_t v, int body_first) {
                               : dbus_message_new_signal("/dev/ordo/Bench", "dev.ordo.Bench", "Notify");
   if (!m) die("out of memory", NULL);
   if (!body_first) dbus_message_set_destination(m, raw_dest);
-  DBusMessageIter it, arr, dict, entry, var;
-  const char *path = raw_path, *key = KEY;
-  dbus_uint64_t txn = (dbus_uint64_t)v;
-  dbus_message_iter_init_append(m, &it);
-  dbus_message_iter_append_basic(&it, DBUS_TYPE_OBJECT_PATH, &path);
-  dbus_message_iter_append_basic(&it, DBUS_TYPE_UINT64, &txn);
-  dbus_message_iter_open_container(&it, DBUS_TYPE_ARRAY, "s", &arr);
-  dbus_message_iter_append_basic(&arr, DBUS_TYPE_STRING, &key);
-  dbus_message_iter_close_container(&it, &arr);
-  dbus_message_iter_open_container(&it, DBUS_TYPE_ARRAY, "{sv}", &dict);
-  dbus_message_iter_open_container(&dict, DBUS_TYPE_DICT_ENTRY, NULL, &entry);
-  dbus_message_iter_append_basic(&entry, DBUS_TYPE_STRING, &key);
-  dbus_message_iter_open_container(&entry, DBUS_TYPE_VARIANT, "x", &var);
-  dbus_message_iter_append_basic(&var, DBUS_TYPE_INT64, &v);
-  dbus_message_iter_close_container(&entry, &var);
-  dbus_message_iter_close_container(&dict, &entry);
-  dbus_message_iter_close_container(&it, &dict);
+  bench_append_notify(m, raw_path, KEY, v);
   if (body_first && !(dbus_message_set_path(m, "/dev/ordo/Bench") && dbus_message_set_interface(m, "dev.ordo.Bench") &&
                       dbus_message_set_member(m, "Notify") && dbus_message_set_destination(m, raw_dest)))
     die("out of memory", NULL);
