@@ -96,6 +96,9 @@ typedef enum ordo_status {
   ORDO_E_LIMIT = 11,
   /** A D-Bus failure (ordo_dbus_*). */
   ORDO_E_DBUS = 12,
+  /** A persistence layer could not store the transaction; nothing of it was
+   *  applied (a durable ordod, SPEC §11). */
+  ORDO_E_STORAGE = 13,
   /** A bug in Ordo. Please report it with the message. */
   ORDO_E_INTERNAL = 99
 } ordo_status;

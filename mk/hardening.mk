@@ -29,7 +29,7 @@ STRESS_TRANSACTIONS ?= 100000
 TSAN_DIFF_SEQUENCES ?= 30
 
 FUZZ_TARGETS := keypath scenario dbus
-FUZZ_FLAGS := -O -g -sanitize=fuzzer,address -parse-as-library -warnings-as-errors
+FUZZ_FLAGS := -O -g -sanitize=fuzzer,address -parse-as-library -warnings-as-errors -package-name ordo
 FUZZ_ORDO_SOURCES := $(sort $(wildcard Sources/Ordo/*.swift))
 FUZZ_CONFORMANCE_SOURCES := $(sort $(wildcard Sources/OrdoConformance/*.swift))
 # libFuzzer options: a hang is a finding (10 s per input), memory is bounded.

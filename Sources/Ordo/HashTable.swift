@@ -71,53 +71,6 @@ func tableSize(for entries: Int) -> (size: Int, bits: Int) {
 /// The process's hash seed, drawn once.
 let hashSeed: UInt64 = UInt64.random(in: .min ... .max)
 
-/// The registered contracts in id order (ids only grow, so appending keeps
-/// the order), found by binary search: 8 bytes a contract where a hash
-/// table takes about 20. An unregistered contract stays until more than
-/// half the entries are unregistered ones; they are then dropped in one
-/// sweep.
-struct Registry {
-  private var all: [ContractState] = []
-  /// Registered contracts.
-  private(set) var count = 0
-
-  /// Adds a contract with an id above every id added before.
-  mutating func append(_ c: ContractState) {
-    precondition(all.last.map { $0.id < c.id } ?? true, "contract ids must grow")
-    all.append(c)
-    count += 1
-  }
-
-  /// Notes that a contract was unregistered (its `registered` is false).
-  /// With `sweep` (outside passes: a pass's schedule and triggers name
-  /// contracts without retaining them, so they must stay alive until it
-  /// ends), drops the unregistered ones once they are more than half.
-  mutating func removed(sweep: Bool) {
-    count -= 1
-    if sweep && count * 2 < all.count {
-      all.removeAll { !$0.registered }
-    }
-  }
-
-  /// The registered contract with this id.
-  func find(_ id: ContractID) -> ContractState? {
-    var lo = 0
-    var hi = all.count
-    while lo < hi {
-      let mid = (lo + hi) / 2
-      if all[mid].id < id { lo = mid + 1 } else { hi = mid }
-    }
-    guard lo < all.count, all[lo].id == id, all[lo].registered else { return nil }
-    return all[lo]
-  }
-
-  /// The registered contracts, in id order.
-  var live: [ContractState] { all.filter(\.registered) }
-
-  /// Calls `body` for every contract still listed (registered or not).
-  func forEach(_ body: (ContractState) -> Void) { all.forEach(body) }
-}
-
 /// An object an ``UnretainedTable`` can hold: it knows its own hash.
 protocol TableEntry: AnyObject {
   /// The hash the entry is filed under.

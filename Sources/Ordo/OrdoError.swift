@@ -32,6 +32,9 @@ public struct OrdoError: Error, Hashable, Sendable, CustomStringConvertible {
     case limit = 11
     /// A D-Bus failure (`ORDO_E_DBUS`).
     case dbus = 12
+    /// A transaction could not be stored by a persistence layer; nothing of
+    /// it was applied (`ORDO_E_STORAGE`).
+    case storage = 13
     /// A bug in Ordo (`ORDO_E_INTERNAL`).
     case `internal` = 99
 
@@ -51,6 +54,7 @@ public struct OrdoError: Error, Hashable, Sendable, CustomStringConvertible {
       case .duplicateName: "DUPLICATE_NAME"
       case .limit: "LIMIT"
       case .dbus: "DBUS"
+      case .storage: "STORAGE"
       case .internal: "INTERNAL"
       }
     }

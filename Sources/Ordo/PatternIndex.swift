@@ -151,6 +151,28 @@ struct PatternIndex {
     walk(root, 0)
   }
 
+  /// Calls `body` for every stored read pattern that matches the keypath
+  /// `query` itself (a tree pattern at or above it, or an exact pattern of
+  /// its length): the readers of a value that changed, without the readers
+  /// of its descendants. A contract may be visited several times.
+  func forEachReader(matching query: [UInt32], _ body: (ContractState) -> Void) {
+    let n = query.count
+    func walk(_ node: Node, _ depth: Int) {
+      for c in node.tree { body(c) }
+      if depth == n {
+        for c in node.exact { body(c) }
+        return
+      }
+      PatternIndex.forEachStep(node, query[depth]) { child in
+        switch child {
+        case .node(let m): walk(m, depth + 1)
+        case .leaf(let x): if depth + 1 == n { body(x) }
+        }
+      }
+    }
+    walk(root, 0)
+  }
+
   /// Calls `body` for every stored write pattern that may write a keypath
   /// affecting the read pattern.
   func forEachWriter(affecting reader: CPattern, _ body: (ContractState) -> Void) {

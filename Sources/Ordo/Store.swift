@@ -1,79 +1,34 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
-/// A mutex with a condition variable, used to serialize transactions and to
-/// guard the bus's state for short, non-blocking sections.
-final class MonitorLock: @unchecked Sendable {
-  private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-  private let cond = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-
-  init() {
-    pthread_mutex_init(mutex, nil)
-    pthread_cond_init(cond, nil)
-  }
-
-  deinit {
-    pthread_cond_destroy(cond)
-    pthread_mutex_destroy(mutex)
-    cond.deallocate()
-    mutex.deallocate()
-  }
-
-  func lock() { pthread_mutex_lock(mutex) }
-  func unlock() { pthread_mutex_unlock(mutex) }
-  /// Waits for a broadcast; the mutex must be held.
-  func wait() { pthread_cond_wait(cond, mutex) }
-  func broadcast() { pthread_cond_broadcast(cond) }
-}
-
-/// Identifies the calling thread.
-@inline(__always) func currentThread() -> pthread_t { pthread_self() }
-
-/// One keypath of the store: its value and counter, its place in the tree of
-/// keypaths (for `removeTree` and snapshots), its part in the running
-/// transaction's journal, and a cache of the contracts a write to it affects.
+/// One keypath of the store: its value, counter and changed-at, its place in
+/// the tree of keypaths (for `removeTree`, snapshots and changes), and a
+/// cache of the contracts a write to it affects. Transaction state lives in
+/// the ``Journal``; the node keeps only the stamp that finds its record.
 final class KeyNode {
-  // Fields a write and its pass touch come first, so that they share few
-  // cache lines (a write touches the first 100 bytes or so).
+  // The fields a write and its pass touch come first, so that they share
+  // few cache lines. The three marked unchecked are read or written by every
+  // delivered change; their exclusivity checks cost 6–8 % of the delivery
+  // scenario of `ordo-bench`.
   /// The hash of ``key`` (see ``UnretainedTable``).
   let hash: UInt64
   /// The full keypath ("" for the root).
   let key: String
   @exclusivity(unchecked) var value: Value?
-  // Journal: valid when the serial equals the journal's.
-  @exclusivity(unchecked) var ownValue = false
-  @exclusivity(unchecked) var touched = false
-  @exclusivity(unchecked) var external = false
-  /// ``removed`` or ``writtenBy`` may be non-empty.
-  @exclusivity(unchecked) var hasLists = false
-  /// The node was written as a keypath in this transaction.
-  @exclusivity(unchecked) var recordSerial: UInt64 = 0
-  /// The node's value at the start of the transaction is recorded.
-  @exclusivity(unchecked) var originalSerial: UInt64 = 0
-  @exclusivity(unchecked) var original: Value?
-
-  // Cache of affected readers, valid for one generation of the contract index.
-  @exclusivity(unchecked) var readersGeneration: UInt64 = .max
+  /// The journal's serial << 32 | the index of this node's record.
+  @exclusivity(unchecked) var journalStamp: UInt64 = 0
+  /// Cache of affected readers, valid for one generation of the contract
+  /// index (see ``ContractGraph/readers(_:)``).
   @exclusivity(unchecked) var readers = Readers.none
-  @exclusivity(unchecked) var counter: UInt64 = 0
-  /// Counter raised in the pass with this serial.
-  @exclusivity(unchecked) var bumpSerial: UInt64 = 0
-
-  // Rare: set ``hasLists`` when adding to them.
-  /// Nodes whose values a `removeTree` of this keypath removed.
-  @exclusivity(unchecked) var removed: [KeyNode] = []
-  /// Contracts whose initial calls wrote it (it does not schedule them).
-  @exclusivity(unchecked) var writtenBy: [ContractID] = []
+  var readersGeneration: UInt64 = .max
+  /// Committed transactions that changed this keypath (SPEC §2).
+  var counter: UInt64 = 0
+  /// The last committed transaction that changed it (SPEC §10).
+  var changedAt: UInt64 = 0
+  /// A ``Handle`` names it: the node stays in the store for the bus's life.
+  var pinned = false
 
   // Cold.
   /// Its interned segment ids.
   let ids: [UInt32]
-  @exclusivity(unchecked) var children: [UInt32: KeyNode] = [:]
+  var children: [UInt32: KeyNode] = [:]
 
   init(key: String, ids: [UInt32], hash: UInt64) {
     self.key = key
@@ -81,8 +36,10 @@ final class KeyNode {
     self.hash = hash
   }
 
-  /// Whether the keypath is worth listing: it holds a value or has changed.
-  var isStored: Bool { value != nil || counter > 0 }
+  /// Whether the node is worth keeping: it holds a value, has a history
+  /// (a tombstone keeps its counter and changed-at), has descendants or is
+  /// named by a handle.
+  var isKept: Bool { value != nil || counter > 0 || !children.isEmpty || pinned }
 
   func forEachInSubtree(_ body: (KeyNode) -> Void) {
     body(self)
@@ -92,18 +49,18 @@ final class KeyNode {
 
 /// The contracts a write to a keypath affects: most keypaths have one
 /// reader or none, held without an array. The single reader is not
-/// retained: a contract leaves the bus only after it is unregistered, which
-/// makes every reader cache stale (see `Bus.readers(_:)`), and a stale cache
-/// is rebuilt before it is read.
+/// retained: every unregistration makes every reader cache stale (see
+/// ``ContractGraph/readers(_:)``) before the contract can go, and a stale
+/// cache is rebuilt before it is read.
 enum Readers {
   case none
-  case one(Unmanaged<ContractState>)
+  case one(Unretained<ContractState>)
   case many([ContractState])
 
   init(_ list: [ContractState]) {
     switch list.count {
     case 0: self = .none
-    case 1: self = .one(.passUnretained(list[0]))
+    case 1: self = .one(Unretained(list[0]))
     default: self = .many(list)
     }
   }
@@ -112,103 +69,364 @@ enum Readers {
   func forEach(_ body: (ContractState) -> Void) {
     switch self {
     case .none: break
-    case .one(let r): r._withUnsafeGuaranteedRef(body)
+    case .one(let r): r.with(body)
     case .many(let list): for r in list { body(r) }
     }
   }
 }
 
-/// Keypath nodes named without being retained: the journal's lists. The
-/// store keeps its nodes through a transaction, and the nodes a transaction
-/// creates stay in ``Journal/created`` until ``Journal/reset()`` has emptied
-/// these lists.
-struct NodeList {
-  private var refs: [Unmanaged<KeyNode>] = []
+/// What a keypath string or a handle resolved to: a node of the store, or a
+/// valid keypath the store does not have yet (created by the write that
+/// needs it).
+enum Target {
+  case node(KeyNode)
+  /// The keypath, its segments, and their ids where the segment table knows
+  /// them (``SegmentTable/unknown`` otherwise).
+  case new(String, segments: [String], ids: [UInt32])
 
-  @inline(__always) mutating func append(_ n: KeyNode) { refs.append(.passUnretained(n)) }
-
-  /// Calls `body` with each node, in order, borrowed.
-  @inline(__always) func forEach(_ body: (KeyNode) -> Void) {
-    for r in refs { r._withUnsafeGuaranteedRef(body) }
+  var keypath: String {
+    switch self {
+    case .node(let n): n.key
+    case .new(let k, _, _): k
+    }
   }
 
-  /// Empties the list, keeping its capacity.
-  mutating func removeAll() { refs.removeAll(keepingCapacity: true) }
+  var ids: [UInt32] {
+    switch self {
+    case .node(let n): n.ids
+    case .new(_, _, let ids): ids
+    }
+  }
 }
 
-/// The undo log and change record of the running transaction. Most of it
-/// lives on the nodes, stamped with ``serial``.
-struct Journal {
-  /// Identifies the running transaction on the nodes; bumped by ``reset()``.
-  private(set) var serial: UInt64 = 1
-  /// Keypaths as written, in first-write order (not retained, nor in
-  /// ``originals``: see ``NodeList``).
-  var records = NodeList()
-  /// Nodes whose original value is recorded.
-  var originals = NodeList()
-  /// Run, last first, when the transaction is rolled back.
-  var undo: [@Sendable () -> Void] = []
-  /// Nodes created by this transaction, in creation order (parents first).
-  var created: [KeyNode] = []
+/// A write to one keypath.
+enum WriteOp {
+  case set(Value)
+  case touch
+  case remove
+  case removeTree
 
-  /// Records `node` as written, resetting its record fields on first write.
-  mutating func record(_ node: KeyNode) {
-    if node.recordSerial == serial { return }
-    node.recordSerial = serial
-    node.ownValue = false
-    node.touched = false
-    node.external = false
-    if node.hasLists {
-      node.removed.removeAll()
-      node.writtenBy.removeAll()
-      node.hasLists = false
+  var name: String {
+    switch self {
+    case .set: "set"
+    case .touch: "touch"
+    case .remove: "remove"
+    case .removeTree: "removeTree"
     }
-    records.append(node)
+  }
+}
+
+/// The model (SPEC §2, §10): keypath nodes in a tree and a table, their
+/// values, counters and changed-at, the last committed transaction id and
+/// the epoch, and the running transaction's journal. It knows nothing of
+/// contracts or threads; the bus calls it with its lock held.
+final class Store {
+  let root = KeyNode(key: "", ids: [], hash: hashString(""))
+  // The table and the journal are used by every write; their exclusivity
+  // checks cost about 10 % of a delivered change (`ordo-bench` delivery).
+  @exclusivity(unchecked) var nodes = UnretainedTable<KeyNode>()
+  let journal = Journal()
+  var segments = SegmentTable()
+  /// Keypaths holding a value.
+  private(set) var valueCount = 0
+  /// The last committed transaction id.
+  var lastTransaction: UInt64 = 0
+  /// Identifies this store's history (SPEC §10): ids, counters and
+  /// changed-at compare only within one epoch.
+  var epoch: String
+
+  init() { epoch = makeEpoch() }
+
+  // MARK: - Resolving keypaths
+
+  /// The node of a keypath the store has. One hash and one probe.
+  @inline(__always)
+  func existing(_ k: String) -> KeyNode? {
+    nodes.find(hashString(k)) { $0.key == k }?.takeUnretainedValue()
   }
 
-  /// Records the node's value at the start of the transaction.
-  mutating func saveOriginal(_ node: KeyNode) {
-    if node.originalSerial == serial { return }
-    node.originalSerial = serial
-    node.original = node.value
-    originals.append(node)
+  /// The node of a keypath given as UTF-8 bytes, if the store has it.
+  @inline(__always)
+  func existing(utf8 bytes: UnsafeRawBufferPointer) -> Unmanaged<KeyNode>? {
+    nodes.find(hashBytes(bytes)) { equalBytes($0.key, bytes) }
   }
 
-  /// Whether the node's value differs from its value at the start of the
-  /// transaction with this serial. Static, with the serial passed in, so
-  /// that the pass's closures read no copy of the journal (a copy retains
-  /// and releases its four lists).
-  static func netChanged(_ node: KeyNode, _ serial: UInt64) -> Bool {
-    node.originalSerial == serial && !Value.same(node.original, node.value)
+  /// Resolves a keypath: one lookup; for a keypath the store does not have,
+  /// one parse (which validates it).
+  func target(_ k: String) throws(OrdoError) -> Target {
+    if let n = existing(k) { return .node(n) }
+    let parts = try Keypath.parse(k, allowWildcards: false).segments
+    return .new(k, segments: parts, ids: parts.map { segments.lookup($0) })
   }
 
-  /// Whether a keypath written in the transaction with this serial still
-  /// counts as changed (SPEC §2).
-  static func isChanged(_ node: KeyNode, _ serial: UInt64) -> Bool {
-    if node.touched { return true }
-    if node.ownValue && netChanged(node, serial) { return true }
-    if !node.hasLists || node.removed.isEmpty { return false }
-    for r in node.removed where netChanged(r, serial) { return true }
-    return false
+  /// The node of a target, creating it and its ancestors for a new keypath
+  /// (recorded in the journal, so that a rollback or a pass that leaves them
+  /// empty prunes them again).
+  func node(_ t: Target) -> KeyNode {
+    switch t {
+    case .node(let n): return n
+    case .new(let k, let parts, _): return create(k, parts)
+    }
   }
 
-  /// The value as at the start of the transaction.
-  func committedValue(_ node: KeyNode) -> Value? {
-    node.originalSerial == serial ? node.original : node.value
+  private func create(_ k: String, _ parts: [String]) -> KeyNode {
+    var node = root
+    var ids: [UInt32] = []
+    ids.reserveCapacity(parts.count)
+    var prefix = ""
+    for (i, part) in parts.enumerated() {
+      let id = segments.intern(part)
+      ids.append(id)
+      prefix = i == 0 ? part : prefix + "." + part
+      if let next = node.children[id] {
+        node = next
+        continue
+      }
+      let key = i == parts.count - 1 ? k : prefix
+      let next = KeyNode(key: key, ids: ids, hash: hashString(key))
+      node.children[id] = next
+      nodes.insert(next)
+      journal.created.append(next)
+      node = next
+    }
+    return node
   }
 
-  mutating func reset() {
-    originals.forEach { $0.original = nil }
-    // A node's `removed` list may hold the node itself (removeTree of a
-    // keypath with a value): drop it with the transaction, or the node and
-    // the contracts in its reader cache leak with the bus.
-    records.forEach { n in if n.hasLists && !n.removed.isEmpty { n.removed.removeAll() } }
-    serial += 1
-    records.removeAll()
-    originals.removeAll()
-    // Last: this may free nodes the transaction created and the pass pruned,
-    // which the lists above name without retaining them.
-    created.removeAll(keepingCapacity: true)
-    if !undo.isEmpty { undo.removeAll() }
+  /// The node of a keypath, created outside any transaction and pinned (for
+  /// handles): it stays for the store's life.
+  func pin(_ k: String) throws(OrdoError) -> KeyNode {
+    let n: KeyNode
+    switch try target(k) {
+    case .node(let found): n = found
+    case .new(let k, let parts, _):
+      n = create(k, parts)
+      // Created outside the journal's accounting: a pinned node is never
+      // pruned, so it need not stay in `created`.
+      if journal.isEmpty { journal.created.removeAll(keepingCapacity: true) }
+    }
+    n.pinned = true
+    return n
   }
+
+  /// Segment ids of a keypath without creating anything. Throws for an
+  /// invalid keypath.
+  func ids(_ k: String) throws(OrdoError) -> [UInt32] {
+    if let n = existing(k) { return n.ids }
+    return try Keypath.parse(k, allowWildcards: false).segments.map { segments.lookup($0) }
+  }
+
+  /// Compiles a pattern against the segment table, interning its segments.
+  func compile(_ p: Pattern) -> CPattern {
+    CPattern(ids: p.fixed.map { if case .literal(let l) = $0 { segments.intern(l) } else { SegmentTable.any } }, isTree: p.isTree)
+  }
+
+  /// Compiles a pattern without interning (for queries).
+  func compileQuery(_ p: Pattern) -> CPattern {
+    CPattern(ids: p.fixed.map { if case .literal(let l) = $0 { segments.lookup(l) } else { SegmentTable.any } }, isTree: p.isTree)
+  }
+
+  /// A compiled pattern as text.
+  func text(_ p: CPattern) -> String { p.text(segments) }
+
+  // MARK: - Writes (SPEC §2)
+
+  /// Applies a write to a node and records it in the journal; `writer` is
+  /// the contract whose callback writes (nil: the transaction's owner).
+  /// Returns whether it altered the current state.
+  @inline(__always)
+  func apply(_ n: KeyNode, _ op: WriteOp, writer: ContractID?) -> Bool {
+    let i = journal.slot(n)
+    journal[i].written = true
+    if let writer {
+      if !journal[i].writers.contains(writer) { journal[i].writers.append(writer) }
+    } else {
+      journal[i].external = true
+    }
+    switch op {
+    case .set(let v):
+      journal[i].ownValue = true
+      return store(n, i, v)
+    case .remove:
+      journal[i].ownValue = true
+      return store(n, i, nil)
+    case .touch:
+      // Every touch is news to the readers after the writer (the value
+      // lives in the host), even when the keypath was touched before.
+      journal[i].touched = true
+      return true
+    case .removeTree:
+      var altered = false
+      n.forEachInSubtree { d in
+        guard d.value != nil else { return }
+        let j = journal.slot(d)
+        altered = store(d, j, nil) || altered
+        if !journal[i].removed.contains(Int32(j)) { journal[i].removed.append(Int32(j)) }
+      }
+      return altered
+    }
+  }
+
+  /// Stores a value (nil: removes) in the node of record `i`, saving the
+  /// original first. Returns whether the value changed.
+  @inline(__always)
+  private func store(_ n: KeyNode, _ i: Int, _ v: Value?) -> Bool {
+    if Value.same(n.value, v) { return false }
+    journal.saveOriginal(i)
+    setValue(n, v)
+    return true
+  }
+
+  private func setValue(_ n: KeyNode, _ v: Value?) {
+    if n.value == nil && v != nil { valueCount += 1 } else if n.value != nil && v == nil { valueCount -= 1 }
+    n.value = v
+  }
+
+  // MARK: - End of a transaction
+
+  /// The keypaths whose counters rise if the transaction commits as
+  /// transaction `txn`, with their state after it (for a commit hook).
+  func pendingChanges(_ txn: UInt64) -> [KeyState] {
+    var out: [KeyState] = []
+    for i in 0..<journal.records.count where journal.counts(i) {
+      journal[i].node.with { n in out.append(KeyState(keypath: n.key, value: n.value, counter: n.counter + 1, changedAt: txn)) }
+    }
+    return out
+  }
+
+  /// Commits the journal as transaction `txn`: counters rise once, and
+  /// changed-at is set, for every keypath that was touched or whose value
+  /// differs from the start (SPEC §2).
+  func commit(_ txn: UInt64) {
+    for i in 0..<journal.records.count where journal.counts(i) {
+      journal[i].node.with { n in
+        n.counter += 1
+        n.changedAt = txn
+      }
+    }
+    lastTransaction = txn
+    reset()
+  }
+
+  /// Restores every value of the transaction and forgets it. Returns the
+  /// rollback actions to run (last first) without the lock.
+  func rollback() -> [@Sendable () -> Void] {
+    for i in 0..<journal.records.count where journal.netChanged(i) {
+      let original = journal[i].original
+      journal[i].node.with { setValue($0, original) }
+    }
+    let undo = journal.undo
+    reset()
+    return undo
+  }
+
+  /// Forgets the transaction, pruning the nodes it created that hold
+  /// nothing at its end: a rolled-back or cancelled transaction leaves the
+  /// store as it found it.
+  func reset() {
+    for n in journal.created.reversed() where !n.isKept {
+      var parent = root
+      for id in n.ids.dropLast() {
+        guard let next = parent.children[id] else { break }
+        parent = next
+      }
+      if let last = n.ids.last, parent.children[last] === n {
+        parent.children[last] = nil
+        nodes.remove(n)
+      }
+    }
+    journal.reset()
+    if journal.wrapped {
+      root.forEachInSubtree { $0.journalStamp = 0 }
+      journal.clearedStamps()
+    }
+  }
+
+  // MARK: - Reads
+
+  /// The value a thread sees: the live one for the transaction's owner, the
+  /// committed one for the others.
+  @inline(__always)
+  func value(_ n: KeyNode, own: Bool) -> Value? { own ? n.value : journal.committedValue(n) }
+
+  /// Visits the nodes a pattern matches.
+  func forEachNode(matching p: CPattern, _ body: (KeyNode) -> Void) {
+    func walk(_ node: KeyNode, _ i: Int) {
+      if i == p.count {
+        if p.isTree {
+          node.forEachInSubtree { if $0 !== root { body($0) } }
+        } else {
+          body(node)
+        }
+        return
+      }
+      let id = p[i]
+      if id == SegmentTable.any {
+        for child in node.children.values { walk(child, i + 1) }
+      } else if let child = node.children[id] {
+        walk(child, i + 1)
+      }
+    }
+    walk(root, 0)
+  }
+
+  // MARK: - Restoring a model (persistence)
+
+  /// Replaces the model with `keypaths` (values, counters, changed-at), the
+  /// last transaction id and the epoch. No transaction may be open. Nodes
+  /// named by handles stay (emptied when the model does not hold them).
+  func restore(epoch: String, lastTransaction: UInt64, keypaths: [KeyState]) throws(OrdoError) {
+    var targets: [(Target, KeyState)] = []
+    targets.reserveCapacity(keypaths.count)
+    for s in keypaths {
+      guard s.changedAt <= lastTransaction else {
+        throw OrdoError(.invalidArgument, "keypath \"\(s.keypath)\" changed at transaction \(s.changedAt), after the last transaction \(lastTransaction)")
+      }
+      targets.append((try target(s.keypath), s))
+    }
+    root.forEachInSubtree { n in
+      setValue(n, nil)
+      n.counter = 0
+      n.changedAt = 0
+    }
+    for (t, s) in targets {
+      let n = node(t)
+      setValue(n, s.value)
+      n.counter = s.counter
+      n.changedAt = s.changedAt
+    }
+    // The nodes created here are the model's: nothing to prune.
+    journal.created.removeAll(keepingCapacity: true)
+    self.epoch = epoch
+    self.lastTransaction = lastTransaction
+  }
+}
+
+/// A keypath's state, as a persistence layer stores and restores it.
+package struct KeyState: Sendable, Hashable {
+  /// The keypath.
+  package var keypath: String
+  /// Its value; nil for a keypath that holds none (a tombstone).
+  package var value: Value?
+  /// Committed transactions that changed it.
+  package var counter: UInt64
+  /// The last committed transaction that changed it.
+  package var changedAt: UInt64
+
+  /// Makes a keypath state.
+  package init(keypath: String, value: Value?, counter: UInt64, changedAt: UInt64) {
+    self.keypath = keypath
+    self.value = value
+    self.counter = counter
+    self.changedAt = changedAt
+  }
+}
+
+/// A random version-4 UUID, as text: the epoch of a new store.
+func makeEpoch() -> String {
+  var g = SystemRandomNumberGenerator()
+  var bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &g) }
+  bytes[6] = bytes[6] & 0x0F | 0x40
+  bytes[8] = bytes[8] & 0x3F | 0x80
+  let hex = bytes.map { b in String(b, radix: 16).count == 1 ? "0" + String(b, radix: 16) : String(b, radix: 16) }
+  return [hex[0..<4], hex[4..<6], hex[6..<8], hex[8..<10], hex[10..<16]].map { $0.joined() }.joined(separator: "-")
 }

@@ -44,6 +44,7 @@ public func ordo_status_name(_ status: ordo_status) -> UnsafePointer<CChar>? {
     case ORDO_E_DUPLICATE_NAME: "ORDO_E_DUPLICATE_NAME"
     case ORDO_E_LIMIT: "ORDO_E_LIMIT"
     case ORDO_E_DBUS: "ORDO_E_DBUS"
+    case ORDO_E_STORAGE: "ORDO_E_STORAGE"
     case ORDO_E_INTERNAL: "ORDO_E_INTERNAL"
     default: "ORDO_E_UNKNOWN"
     }
@@ -105,10 +106,10 @@ private func set(_ bus: OpaquePointer?, _ keypath: UnsafePointer<CChar>?, _ valu
     let box = try CBus.from(bus)
     guard let keypath else { throw invalid("keypath is NULL") }
     let v = try value()
-    // An existing keypath outside callbacks is written from its bytes, with
-    // no String made; every other case goes through the validated String.
+    // A keypath the store has is written from its bytes, with no String
+    // made; a new one goes through the validated String.
     let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(keypath).assumingMemoryBound(to: UInt8.self), count: strlen(keypath))
-    if box.bus.setExisting(utf8: bytes, v) { return }
+    if try box.bus.setExisting(utf8: bytes, v) { return }
     try box.bus.set(try keypathArg(keypath), v)
   }
 }

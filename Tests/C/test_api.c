@@ -42,6 +42,7 @@ static void test_library(void) {
   CHECK(strcmp(ordo_status_name(ORDO_E_DUPLICATE_NAME), "ORDO_E_DUPLICATE_NAME") == 0);
   CHECK(strcmp(ordo_status_name(ORDO_E_LIMIT), "ORDO_E_LIMIT") == 0);
   CHECK(strcmp(ordo_status_name(ORDO_E_DBUS), "ORDO_E_DBUS") == 0);
+  CHECK(strcmp(ordo_status_name(ORDO_E_STORAGE), "ORDO_E_STORAGE") == 0);
   CHECK(strcmp(ordo_status_name(ORDO_E_INTERNAL), "ORDO_E_INTERNAL") == 0);
   CHECK(strcmp(ordo_status_name((ordo_status)42), "ORDO_E_UNKNOWN") == 0);
 
@@ -50,7 +51,7 @@ static void test_library(void) {
         ORDO_E_TYPE_MISMATCH == 3 && ORDO_E_NOT_FOUND == 4 && ORDO_E_NO_TRANSACTION == 5 &&
         ORDO_E_CONTRACT_VIOLATION == 6 && ORDO_E_STABILITY == 7 && ORDO_E_CYCLE == 8 &&
         ORDO_E_ORDER_CONFLICT == 9 && ORDO_E_DUPLICATE_NAME == 10 && ORDO_E_LIMIT == 11 &&
-        ORDO_E_DBUS == 12 && ORDO_E_INTERNAL == 99);
+        ORDO_E_DBUS == 12 && ORDO_E_STORAGE == 13 && ORDO_E_INTERNAL == 99);
   CHECK(ORDO_NO_PRIORITY == INT32_MIN);
   CHECK(ORDO_NOTIFY_INITIAL == 1);
 

@@ -111,6 +111,10 @@ final class Model {
   /// Scheduled contracts and the keypaths that scheduled them, in order.
   var scheduled: [UInt64: [String]] = [:]
   var initialPending: Set<UInt64> = []
+  /// The initial call of a contract registered outside any transaction
+  /// runs: it opens a pass in which that contract counts as called, and the
+  /// pass gets its id when the call returns having changed something.
+  var initialPass = false
   var frames: [Frame] = []
 
   // Output.
@@ -191,7 +195,7 @@ final class Model {
   /// Current levels: frozen during a pass (SPEC §5: levels changed by a
   /// registration during a pass take effect from the next pass).
   func levels() throws(Unsupported) -> [UInt64: Int] {
-    inPass ? passLevels : try freshLevels()
+    inPass && !initialPass ? passLevels : try freshLevels()
   }
 
   struct Key: Comparable {
@@ -324,7 +328,7 @@ final class Model {
         throw Fail("ORDER_CONFLICT")
       }
     }
-    if s.notifyInitial && inPass, let running = frames.last?.contract, ck < key(running, lv) {
+    if s.notifyInitial && inPass && !initialPass, let running = frames.last?.contract, ck < key(running, lv) {
       throw Fail("ORDER_CONFLICT")
     }
     nextID += 1
@@ -336,19 +340,28 @@ final class Model {
       handles[name] = c
       return
     }
-    if inPass {
-      // Called at its position in this pass, with an empty list (plus what
-      // is written after its registration and affects it).
+    if inPass && !initialPass {
+      // Called at its position in this pass, with an empty list (even when
+      // writes made later in the pass affect it).
       scheduled[c.id] = []
       initialPending.insert(c.id)
       handles[name] = c
       return
     }
-    // Outside a pass: called now with the last committed id; its writes form
-    // a transaction of their own unless one is open.
-    let standalone = depth == 0 && frames.isEmpty
-    try call(c, txn: lastTxn, changed: [])
-    if standalone { _ = try runPass() }
+    // Outside a pass: called now with the last committed id. Outside any
+    // transaction the call opens a pass in which the contract counts as
+    // called; inside one (or inside that initial call) its writes join it.
+    if depth == 0 && frames.isEmpty {
+      inPass = true
+      initialPass = true
+      called = [c.id]
+      try call(c, txn: lastTxn, changed: [])
+      initialPass = false
+      _ = try runPass(afterInitialCall: true)
+    } else {
+      if initialPass { called.insert(c.id) }
+      try call(c, txn: lastTxn, changed: [])
+    }
     handles[name] = c
   }
 
@@ -451,11 +464,20 @@ final class Model {
     if inPass, altered, let c {
       let lv = try levels()
       let ck = key(c, lv)
-      for r in contracts where r !== c && !called.contains(r.id) && key(r, lv) > ck
-        && r.reads.contains(where: { Naive.affects(write: k, read: $0) }) {
+      for r in contracts where r !== c && !called.contains(r.id) && key(r, lv) > ck && schedules(w, r) {
         scheduled[r.id, default: []].append(k)
       }
     }
+  }
+
+  /// Whether a change of the written keypath schedules `r` (SPEC §1, §2):
+  /// `r` reads something a write to it affects; for a removeTree of a
+  /// keypath whose own value did not change, `r` reads one of the removed
+  /// values itself.
+  func schedules(_ w: Written, _ r: Contract) -> Bool {
+    let own = w.touched || (netChanged(w.key) && (w.ownValue || w.removed.contains(w.key)))
+    if w.removed.isEmpty || own { return r.reads.contains { Naive.affects(write: w.key, read: $0) } }
+    return w.removed.contains { d in netChanged(d) && r.reads.contains { Naive.matches($0, d) } }
   }
 
   func readable(_ k: String) -> Bool {
@@ -478,7 +500,7 @@ final class Model {
 
   // MARK: - The pass (SPEC §5)
 
-  func runPass() throws(Unsupported) -> UInt64 {
+  func runPass(afterInitialCall: Bool = false) throws(Unsupported) -> UInt64 {
     defer {
       start = [:]
       written = []
@@ -496,8 +518,9 @@ final class Model {
     let txn = lastTxn
     passLevels = try freshLevels()
     inPass = true
-    for w in changedAtStart {
-      for r in contracts where r.reads.contains(where: { Naive.affects(write: w.key, read: $0) }) {
+    // After an initial call its writes have scheduled their readers already.
+    for w in changedAtStart where !afterInitialCall {
+      for r in contracts where schedules(w, r) {
         // SPEC §5.4: a contract's own writes (in its initial call) never
         // schedule it.
         if !w.external && w.writers.allSatisfy({ $0 == r.id }) { continue }
@@ -520,7 +543,7 @@ final class Model {
       }
       let initial = initialPending.remove(c.id) != nil
       if changed.isEmpty && !initial { continue }
-      try call(c, txn: txn, changed: changed)
+      try call(c, txn: txn, changed: initial ? [] : changed)
     }
     // Counters: once for every keypath touched or whose value differs from
     // its value at the start.

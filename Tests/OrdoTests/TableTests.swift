@@ -115,32 +115,36 @@ import Testing
     #expect(bus.statistics.contracts == 0)
   }
 
-  @Test func setExistingTakesOnlyThePlainCase() throws {
+  @Test func setExistingWritesThroughTheOneWritePath() throws {
     let bus = Bus()
     try bus.commitWith { try bus.set("a.b", .int64(1)) }
-    @Sendable func setExisting(_ k: String, _ v: Value) -> Bool {
+    @Sendable func setExisting(_ k: String, _ v: Value) throws(OrdoError) -> Bool {
       var bytes = Array(k.utf8)
-      return bytes.withUnsafeMutableBufferPointer { bus.setExisting(utf8: UnsafeBufferPointer($0), v) }
+      return try bytes.withUnsafeMutableBufferPointer { (p) throws(OrdoError) -> Bool in try bus.setExisting(utf8: UnsafeBufferPointer(p), v) }
     }
-    // Outside a transaction: refused, nothing changes.
-    #expect(!setExisting("a.b", .int64(2)))
+    // Outside a transaction: refused like set, nothing changes.
+    #expect(codeOf { _ = try setExisting("a.b", .int64(2)) } == .noTransaction)
     #expect(try bus.get("a.b") == .int64(1))
     let calls = Calls()
     try bus.register(name: "r", reads: ["a.b"]) { note in calls.add("r", note) }
     bus.begin()
-    #expect(setExisting("a.b", .int64(3)))
-    #expect(!setExisting("a.c", .int64(3)))  // not in the store: the caller falls back to set
-    #expect(!setExisting("a.b.", .int64(4)))
+    #expect(try setExisting("a.b", .int64(3)))
+    #expect(try !setExisting("a.c", .int64(3)))  // not in the store: the caller falls back to set
+    #expect(try !setExisting("a.b.", .int64(4)))
     #expect(try bus.commit() == 2)
     #expect(try bus.get("a.b") == .int64(3))
     #expect(try bus.counter("a.b") == 2)
     #expect(calls.all == [Call(name: "r", changed: ["a.b"], txn: 2)])
-    // Inside a callback: refused (the contract rules apply through set).
-    let inCallback = Box<Bool?>(nil)
-    try bus.register(name: "w", reads: ["x"], writes: ["a.b"]) { _ in inCallback.value = setExisting("a.b", .int64(9)) }
+    // Inside a callback: the contract's rules apply, as through set.
+    let inCallback = Box<[OrdoError.Code?]>([])
+    try bus.register(name: "w", reads: ["x"], writes: ["a.b"]) { _ in
+      inCallback.value.append(codeOf { _ = try setExisting("a.b", .int64(9)) })
+      inCallback.value.append(codeOf { _ = try setExisting("x", .bool(false)) })
+    }
     try bus.commitWith { try bus.set("x", .bool(true)) }
-    #expect(inCallback.value == false)
-    #expect(try bus.get("a.b") == .int64(3))
+    #expect(inCallback.value == [nil, .contractViolation])
+    #expect(try bus.get("a.b") == .int64(9))
+    #expect(try bus.get("x") == .bool(true))
   }
 
   /// The schedule names contracts without retaining them; the registry

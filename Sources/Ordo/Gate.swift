@@ -1,0 +1,268 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A mutex with a condition variable, used to serialize transactions and to
+/// guard the bus's state for short, non-blocking sections.
+final class MonitorLock: @unchecked Sendable {
+  private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+  private let cond = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+
+  init() {
+    pthread_mutex_init(mutex, nil)
+    pthread_cond_init(cond, nil)
+  }
+
+  deinit {
+    pthread_cond_destroy(cond)
+    pthread_mutex_destroy(mutex)
+    cond.deallocate()
+    mutex.deallocate()
+  }
+
+  func lock() { pthread_mutex_lock(mutex) }
+  func unlock() { pthread_mutex_unlock(mutex) }
+  /// Waits for a broadcast; the mutex must be held.
+  func wait() { pthread_cond_wait(cond, mutex) }
+  func broadcast() { pthread_cond_broadcast(cond) }
+}
+
+/// A callback running on the owning thread: its contract, the nesting of
+/// its own `begin`/`commit` pairs (they join what is open), and whether a
+/// bridge has suspended its contract checks while it waits for a peer.
+struct CallFrame {
+  /// Not retained: the pass's schedule, or `register` for an initial call,
+  /// holds the contract for the whole call.
+  var contract: Unretained<ContractState>
+  var depth = 0
+  var suspended = false
+}
+
+/// What the thread that owns the bus is doing (SPEC §3). Exactly one of:
+enum Phase {
+  /// Nothing is open. (The owner may still hold the bus to register or
+  /// unregister.)
+  case idle
+  /// A transaction is open outside callbacks, `depth` `begin`s deep.
+  case open(depth: Int)
+  /// An initial call made inside an open transaction (`outer` deep): its
+  /// writes join that transaction and its pass.
+  case initial(outer: Int, call: CallFrame)
+  /// The notification pass of transaction `txn`, with the callback that
+  /// runs now, if any. `txn` is 0 during the initial call that opens a pass
+  /// of its own (registration outside any transaction): the pass gets its
+  /// id when that call has changed something.
+  case pass(txn: UInt64, call: CallFrame?)
+}
+
+/// What a write by the calling thread is subject to.
+enum WriteAccess {
+  /// The owner's open transaction, outside callbacks: no contract rules.
+  case free
+  /// A callback: the running contract's write rules (SPEC §5).
+  case contract(ContractState)
+  /// Not allowed now: outside any transaction (or from the wrong thread, or
+  /// while a bridge suspended the callback).
+  case refused
+}
+
+/// The transaction gate: the lock that guards the bus, the tickets that hand
+/// the bus to one thread at a time in the order they asked, and the one
+/// ``Phase`` value from which every "may I" of SPEC §3 is computed here and
+/// nowhere else.
+final class Gate {
+  let lock = MonitorLock()
+  // The owner and the phase are read by every write and read of the bus;
+  // exclusivity checks on them cost about 5 % of a delivered change
+  // (`ordo-bench` delivery), hence unchecked: they are only touched with
+  // `lock` held.
+  @exclusivity(unchecked) private var owner: pthread_t?
+  @exclusivity(unchecked) var phase = Phase.idle
+  /// Ownership tickets: the next to hand out, and the one whose turn it is.
+  private var nextTicket: UInt64 = 0
+  private var serving: UInt64 = 0
+
+  /// Whether the calling thread owns the bus. Lock held.
+  @inline(__always)
+  var isOwner: Bool {
+    guard let o = owner else { return false }
+    return pthread_equal(o, pthread_self()) != 0
+  }
+
+  /// Waits until no other thread owns the bus and takes it, in ticket order
+  /// (a thread that commits back to back cannot starve one waiting to begin,
+  /// register or unregister). Returns false when the calling thread already
+  /// owned it. Lock held.
+  func acquire() -> Bool {
+    if isOwner { return false }
+    let ticket = nextTicket
+    nextTicket &+= 1
+    while owner != nil || serving != ticket { lock.wait() }
+    owner = pthread_self()
+    return true
+  }
+
+  /// Gives the bus to the next ticket. Lock held.
+  func release() {
+    owner = nil
+    serving &+= 1
+    lock.broadcast()
+  }
+
+  /// Ends whatever was open and gives the bus up. Lock held.
+  func finish() {
+    phase = .idle
+    release()
+  }
+
+  // MARK: - What the phase allows
+
+  /// What a write by the calling thread is subject to now. Lock held.
+  @inline(__always)
+  var writeAccess: WriteAccess {
+    guard isOwner else { return .refused }
+    switch phase {
+    case .open: return .free
+    case .initial(_, let call), .pass(_, let call?): return call.suspended ? .refused : .contract(call.contract.object)
+    case .idle, .pass(_, nil): return .refused
+    }
+  }
+
+  /// The contract whose read rules apply to the calling thread's reads: the
+  /// running callback's, unless a bridge suspended it. Lock held.
+  @inline(__always)
+  var reader: ContractState? {
+    guard isOwner else { return nil }
+    switch phase {
+    case .initial(_, let call), .pass(_, let call?): return call.suspended ? nil : call.contract.object
+    default: return nil
+    }
+  }
+
+  /// The callback running on the calling thread, suspended or not. Lock held.
+  var running: ContractState? {
+    guard isOwner else { return nil }
+    switch phase {
+    case .initial(_, let call), .pass(_, let call?): return call.contract.object
+    default: return nil
+    }
+  }
+
+  /// Whether the calling thread has a transaction open or runs a callback:
+  /// writes are accepted and a `begin` joins what is open. Lock held.
+  var inTransaction: Bool {
+    guard isOwner else { return false }
+    if case .idle = phase { return false }
+    return true
+  }
+
+  /// Whether a notification pass runs (on any thread). Lock held.
+  var inPass: Bool {
+    if case .pass = phase { return true }
+    return false
+  }
+
+  /// The id of the running pass if the calling thread runs it, else nil.
+  /// Lock held.
+  var ownPassTransaction: UInt64? {
+    guard isOwner, case .pass(let txn, _) = phase, txn != 0 else { return nil }
+    return txn
+  }
+
+  // MARK: - Transitions
+
+  /// `begin`: opens a transaction or joins what the calling thread has open.
+  /// Lock held; the caller has acquired the bus.
+  func enter() {
+    switch phase {
+    case .idle: phase = .open(depth: 1)
+    case .open(let d): phase = .open(depth: d + 1)
+    case .initial(let outer, var call):
+      call.depth += 1
+      phase = .initial(outer: outer, call: call)
+    case .pass(let txn, var call):
+      call?.depth += 1
+      phase = .pass(txn: txn, call: call)
+    }
+  }
+
+  /// What a `commit` does now.
+  enum CommitStep {
+    /// Not in a transaction of the calling thread.
+    case refused
+    /// An inner commit: joined what is open; returns 0.
+    case joined
+    /// The outermost commit: run the pass.
+    case outermost
+  }
+
+  /// `commit`: closes one `begin`. Lock held.
+  func leave() -> CommitStep {
+    guard isOwner else { return .refused }
+    switch phase {
+    case .idle: return .refused
+    case .open(let d):
+      if d == 1 { return .outermost }
+      phase = .open(depth: d - 1)
+      return .joined
+    case .initial(let outer, var call):
+      guard call.depth > 0 else { return .refused }
+      call.depth -= 1
+      phase = .initial(outer: outer, call: call)
+      return .joined
+    case .pass(let txn, var call):
+      guard let d = call?.depth, d > 0 else { return call == nil ? .joined : .refused }
+      call?.depth = d - 1
+      phase = .pass(txn: txn, call: call)
+      return .joined
+    }
+  }
+
+  /// Runs `body` as the callback of `contract`, with a fresh frame (its
+  /// `begin`s start at depth 0 and end with it). Lock held on entry and on
+  /// return; not held while `body` runs.
+  func call(_ contract: ContractState, _ body: () -> Void) {
+    let previous = phase
+    let frame = CallFrame(contract: Unretained(contract))
+    switch previous {
+    case .pass(let txn, _): phase = .pass(txn: txn, call: frame)
+    case .open(let d): phase = .initial(outer: d, call: frame)
+    case .initial(let outer, _): phase = .initial(outer: outer, call: frame)
+    case .idle: preconditionFailure("a callback runs in a transaction or a pass")
+    }
+    lock.unlock()
+    body()
+    lock.lock()
+    phase = previous
+  }
+
+  /// Sets the running pass's id. Lock held.
+  func setPassTransaction(_ txn: UInt64) {
+    if case .pass(_, let call) = phase { phase = .pass(txn: txn, call: call) }
+  }
+
+  /// Suspends or resumes the contract checks of the calling thread's running
+  /// callback; returns the previous setting (nil when no callback runs).
+  /// Lock held.
+  func setSuspended(_ on: Bool) -> Bool? {
+    guard isOwner else { return nil }
+    switch phase {
+    case .initial(let outer, var call):
+      let was = call.suspended
+      call.suspended = on
+      phase = .initial(outer: outer, call: call)
+      return was
+    case .pass(let txn, var call?):
+      let was = call.suspended
+      call.suspended = on
+      phase = .pass(txn: txn, call: call)
+      return was
+    default:
+      return nil
+    }
+  }
+}

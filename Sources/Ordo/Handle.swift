@@ -1,0 +1,116 @@
+/// A keypath resolved once (SPEC §13): reads and writes through a handle
+/// skip parsing, hashing and the table lookup, and obey every rule of
+/// SPEC §2–§5 exactly as the keypath string does (they go through the same
+/// write path, with the node already found).
+///
+/// ```swift
+/// let title = try bus.resolve("doc.title")
+/// try bus.transaction { try bus.set(title, .string("Songs")) }
+/// let now = try bus.value(title)
+/// ```
+///
+/// A handle is valid for its bus's lifetime and keeps neither the bus nor
+/// anything else alive (a contract's callback may capture it without a
+/// retain cycle). Using it on another bus is
+/// ``OrdoError/Code/invalidArgument``.
+public struct Handle: @unchecked Sendable, Hashable, CustomStringConvertible {
+  // The node's mutable state is only touched with its bus's lock held; its
+  // key and ids never change. Retained: pinned nodes stay in their store,
+  // and a handle that outlives its bus keeps the node's memory valid.
+  let node: KeyNode
+  let bus: UInt64
+
+  /// The keypath.
+  public var keypath: String { node.key }
+  /// The keypath.
+  public var description: String { node.key }
+
+  /// Handles are equal when they name the same keypath of the same bus.
+  public static func == (a: Handle, b: Handle) -> Bool { a.node === b.node }
+  /// Hashes the node's identity.
+  public func hash(into h: inout Hasher) { h.combine(ObjectIdentifier(node)) }
+}
+
+extension Bus {
+  /// Resolves `keypath` into a handle, creating its place in the store if
+  /// needed (no value, no change: nothing is written). Resolving the same
+  /// keypath again gives an equal handle.
+  ///
+  /// - Throws: ``OrdoError/Code/invalidKeypath`` for a malformed keypath
+  ///   (patterns are not keypaths).
+  public func resolve(_ keypath: String) throws(OrdoError) -> Handle {
+    gate.lock.lock()
+    defer { gate.lock.unlock() }
+    return Handle(node: try store.pin(keypath), bus: identity)
+  }
+
+  /// The handle's node, if the handle belongs to this bus. Lock held.
+  @inline(__always)
+  private func node(_ h: Handle) throws(OrdoError) -> KeyNode {
+    guard h.bus == identity else {
+      throw OrdoError(.invalidArgument, "the handle of \"\(h.node.key)\" belongs to another bus")
+    }
+    return h.node
+  }
+
+  /// Sets the value of the handle's keypath. Throws like ``set(_:_:)``, and
+  /// ``OrdoError/Code/invalidArgument`` for a handle of another bus.
+  public func set(_ handle: Handle, _ value: Value) throws(OrdoError) {
+    gate.lock.lock()
+    defer { gate.lock.unlock() }
+    try write(.node(node(handle)), .set(value))
+  }
+
+  /// Marks the handle's keypath changed without a value. Throws like
+  /// ``set(_:_:)-(Handle,_)``.
+  public func touch(_ handle: Handle) throws(OrdoError) {
+    gate.lock.lock()
+    defer { gate.lock.unlock() }
+    try write(.node(node(handle)), .touch)
+  }
+
+  /// Removes the value of the handle's keypath. Throws like
+  /// ``set(_:_:)-(Handle,_)``.
+  public func remove(_ handle: Handle) throws(OrdoError) {
+    gate.lock.lock()
+    defer { gate.lock.unlock() }
+    try write(.node(node(handle)), .remove)
+  }
+
+  /// Removes the values of the handle's keypath and its descendants. Throws
+  /// like ``removeTree(_:)``.
+  public func removeTree(_ handle: Handle) throws(OrdoError) {
+    gate.lock.lock()
+    defer { gate.lock.unlock() }
+    try write(.node(node(handle)), .removeTree)
+  }
+
+  /// The value of the handle's keypath, or nil. Read like ``value(_:)``.
+  public func value(_ handle: Handle) throws(OrdoError) -> Value? {
+    gate.lock.lock()
+    defer { gate.lock.unlock() }
+    let n = try readable(node(handle))
+    return store.value(n, own: gate.isOwner)
+  }
+
+  /// The value of the handle's keypath. Throws
+  /// ``OrdoError/Code/notFound`` when it holds none, and like ``value(_:)``.
+  public func get(_ handle: Handle) throws(OrdoError) -> Value {
+    guard let v = try value(handle) else { throw OrdoError(.notFound, "\"\(handle.keypath)\" holds no value") }
+    return v
+  }
+
+  /// The counter of the handle's keypath. Read like ``counter(_:)``.
+  public func counter(_ handle: Handle) throws(OrdoError) -> UInt64 {
+    gate.lock.lock()
+    defer { gate.lock.unlock() }
+    return try readable(node(handle)).counter
+  }
+
+  /// Applies the running callback's read rule to a node. Lock held.
+  @inline(__always)
+  private func readable(_ n: KeyNode) throws(OrdoError) -> KeyNode {
+    if let c = gate.reader { try Rules.checkRead(c, n.key, n.ids, contractGraph) }
+    return n
+  }
+}

@@ -1,0 +1,361 @@
+/// The notification pass (SPEC §5): which contracts a transaction's changes
+/// schedule, in which order they are called, what each receives, and the
+/// commit at the end. One runner per bus; it runs on the committing thread
+/// with the bus's lock held, and lets the lock go only around callbacks.
+final class PassRunner {
+  let gate: Gate
+  let store: Store
+  let graph: ContractGraph
+  /// Identifies the running pass on the contracts (32 bits, to keep them
+  /// small; see ``nextSerial()``).
+  private(set) var serial: UInt32 = 0
+  // Pushed and popped for every scheduled contract (see ``ContractState``).
+  @exclusivity(unchecked) private var schedule = Schedule()
+  private var markSerial: UInt32 = 0
+
+  // Statistics and reports.
+  private(set) var notifications: UInt64 = 0
+  private(set) var failures: UInt64 = 0
+  var failureHandler: (@Sendable (ContractFailure) -> Void)?
+  /// Told about every transaction before it commits; a throw discards it.
+  var commitHook: ((UInt64, [KeyState]) throws -> Void)?
+
+  init(gate: Gate, store: Store, graph: ContractGraph) {
+    self.gate = gate
+    self.store = store
+    self.graph = graph
+  }
+
+  /// How a pass ended.
+  struct Outcome {
+    /// The transaction id; 0 when nothing changed or the commit hook refused it.
+    var transaction: UInt64 = 0
+    /// The commit hook's refusal, when it refused.
+    var refusal: OrdoError?
+    /// Rollback actions to run (last first) without the lock, after a refusal.
+    var undo: [@Sendable () -> Void] = []
+  }
+
+  // MARK: - Starting a pass
+
+  /// The pass of the transaction in the journal, at its outermost commit.
+  /// Lock and ownership held on entry; ownership given up on return.
+  func runCommit() -> Outcome {
+    nextSerial()
+    var anyChanged = false
+    let journal = store.journal.records.count
+    // Schedule the readers of what changed, evaluated before any callback.
+    for i in 0..<journal where store.journal[i].written && store.journal.isChanged(i) {
+      anyChanged = true
+      // A contract's own initial-call writes do not schedule it; a keypath
+      // also written by another contract (or outside callbacks) does.
+      let r = store.journal[i]
+      let skip: ContractID = r.external || r.writers.count != 1 ? 0 : r.writers[0]
+      let n = r.node
+      forEachReader(changedBy: i) { c in
+        guard c.registered && c.calledSerial != serial && c.id != skip else { return }
+        n.with { trigger(c, by: $0) }
+      }
+    }
+    guard anyChanged else { return discard() }
+    let txn = store.lastTransaction + 1
+    gate.phase = .pass(txn: txn, call: nil)
+    return finish(txn)
+  }
+
+  /// The pass opened by the initial call of `c`, registered outside any
+  /// transaction (SPEC §5): `c` counts as called in it, so its own writes do
+  /// not call it again; the pass gets an id only if the call changed
+  /// something. Lock and ownership held on entry; ownership given up on
+  /// return.
+  func runInitial(_ c: ContractState) -> Outcome {
+    nextSerial()
+    gate.phase = .pass(txn: 0, call: nil)
+    callInitial(c)
+    var anyChanged = false
+    for i in 0..<store.journal.records.count where store.journal[i].written && store.journal.isChanged(i) {
+      anyChanged = true
+      break
+    }
+    guard anyChanged else {
+      while let s = schedule.pop() { s.with { $0.clearTriggers() } }
+      return discard()
+    }
+    let txn = store.lastTransaction + 1
+    gate.setPassTransaction(txn)
+    return finish(txn)
+  }
+
+  /// Calls `c` once now, with an empty list and the last committed id: an
+  /// initial call outside a pass, or nested in the initial call that opened
+  /// one (then `c` counts as called in it). Lock held.
+  func callInitial(_ c: ContractState) {
+    if case .pass = gate.phase { c.calledSerial = serial }
+    call(c, Notification(transaction: store.lastTransaction, contract: c.id, changed: []))
+  }
+
+  /// Schedules `c`, registered during the running pass with an initial
+  /// call, at its position. Lock held.
+  func scheduleInitial(_ c: ContractState) {
+    c.initialPending = true
+    enqueue(c)
+  }
+
+  /// Whether the running pass has its id (it is not the initial call that
+  /// opens a pass). Lock held.
+  var hasTransaction: Bool {
+    if case .pass(let txn, _) = gate.phase { return txn != 0 }
+    return false
+  }
+
+  // MARK: - Scheduling
+
+  /// The contracts a change of the written keypath of record `i` schedules
+  /// (SPEC §1, §2): the readers a write to it affects; for a removeTree of
+  /// a keypath whose own value did not change, only the readers of the
+  /// values it removed.
+  @inline(__always)
+  private func forEachReader(changedBy i: Int, _ body: (ContractState) -> Void) {
+    let r = store.journal[i]
+    if r.removed.isEmpty || store.journal.ownChange(i) {
+      r.node.with { graph.readers($0).forEach(body) }
+      return
+    }
+    for j in r.removed where store.journal.netChanged(Int(j)) {
+      store.journal[Int(j)].node.with { graph.forEachReader(matching: $0, body) }
+    }
+  }
+
+  /// Schedules, later in the pass, the contracts a write by the running
+  /// contract `after` affects. Lock held.
+  func scheduleReaders(of n: KeyNode, after: ContractState) {
+    guard let i = store.journal.index(n) else { return }
+    let afterKey = after.key
+    forEachReader(changedBy: i) { r in
+      guard r.registered, r.calledSerial != serial, r !== after, !(r.key < afterKey) else { return }
+      trigger(r, by: n)
+    }
+  }
+
+  /// Schedules `c` in the running pass unless it is already.
+  @inline(__always)
+  private func enqueue(_ c: ContractState) {
+    guard c.scheduledSerial != serial else { return }
+    c.scheduledSerial = serial
+    c.clearTriggers()
+    schedule.push(c)
+  }
+
+  /// Schedules `c` (if it is not yet) for a write to `n`.
+  @inline(__always)
+  private func trigger(_ c: ContractState, by n: KeyNode) {
+    enqueue(c)
+    c.addTrigger(n)
+  }
+
+  // MARK: - Running and ending a pass
+
+  /// Calls the scheduled contracts in order, then commits. Lock held.
+  private func finish(_ txn: UInt64) -> Outcome {
+    for c in graph.everyTransaction where c.calledSerial != serial { enqueue(c) }
+    while let c = schedule.pop() {
+      c.with { step($0, txn) }
+    }
+    var outcome = Outcome()
+    if let hook = commitHook {
+      do {
+        try hook(txn, store.pendingChanges(txn))
+      } catch {
+        outcome.refusal = OrdoError(.storage, "transaction \(txn) was not stored, nothing of it was applied: \(error)")
+        outcome.undo = store.rollback()
+        end()
+        return outcome
+      }
+    }
+    store.commit(txn)
+    end()
+    outcome.transaction = txn
+    return outcome
+  }
+
+  /// Ends a pass in which nothing changed: no id, nobody notified.
+  private func discard() -> Outcome {
+    store.reset()
+    end()
+    return Outcome()
+  }
+
+  private func end() {
+    gate.finish()
+    graph.passEnded()
+  }
+
+  /// Calls a popped contract if it is due (SPEC §5.2). Lock held.
+  private func step(_ c: ContractState, _ txn: UInt64) {
+    guard c.registered, c.calledSerial != serial else {
+      c.clearTriggers()
+      return
+    }
+    c.calledSerial = serial
+    if c.initialPending {
+      // An initial call during a pass gets an empty list even when writes
+      // made later in the pass affect its reads: "read everything".
+      c.initialPending = false
+      c.clearTriggers()
+      call(c, Notification(transaction: txn, contract: c.id, changed: []))
+      return
+    }
+    let changed = changedKeypaths(for: c)
+    c.clearTriggers()
+    if changed.isEmpty { return }
+    call(c, Notification(transaction: txn, contract: c.id, changed: changed))
+  }
+
+  /// The keypaths a contract is told of at its turn: those that scheduled
+  /// it and still count as changed; every changed keypath for an
+  /// every-transaction contract.
+  private func changedKeypaths(for c: ContractState) -> ChangedKeypaths {
+    let journal = store.journal
+    if c.kind == .everyTransaction {
+      var keys: [String] = []
+      for i in 0..<journal.records.count where journal[i].written && journal.isChanged(i) {
+        keys.append(journal[i].node.with { $0.key })
+      }
+      return ChangedKeypaths(keys)
+    }
+    switch c.triggers {
+    case .none:
+      return []
+    case .one(let u):
+      return u.with { n in journal.index(n).map(journal.isChanged) == true ? ChangedKeypaths(single: n.key) : [] }
+    case .many(let list):
+      markSerial &+= 1
+      var keys: [String] = []
+      for n in list {
+        guard let i = journal.index(n), store.journal[i].mark != markSerial else { continue }
+        store.journal[i].mark = markSerial
+        if journal.isChanged(i) { keys.append(n.key) }
+      }
+      return ChangedKeypaths(keys)
+    }
+  }
+
+  /// Calls a contract's callback without holding the lock. Lock held on
+  /// entry and on return.
+  private func call(_ c: ContractState, _ note: Notification) {
+    c.calls += 1
+    c.lastTransaction = note.transaction
+    notifications += 1
+    let callback = c.callback
+    var failure: (any Error)?
+    gate.call(c) {
+      do { try callback?(note) } catch { failure = error }
+    }
+    guard let failure else { return }
+    c.failures += 1
+    failures += 1
+    report(ContractFailure(contract: c.id, name: c.name, transaction: note.transaction, message: String(describing: failure)))
+  }
+
+  /// Tells the failure handler, without the lock. Lock held.
+  func report(_ failure: ContractFailure) {
+    guard let handler = failureHandler else { return }
+    gate.lock.unlock()
+    handler(failure)
+    gate.lock.lock()
+  }
+
+  /// Starts a new pass serial. When the 32 bits run out (after four
+  /// billion passes) every contract's stamps are cleared first, so that no
+  /// stale stamp can equal a new serial.
+  private func nextSerial() {
+    if serial == .max {
+      graph.registry.forEach { c in
+        c.scheduledSerial = 0
+        c.calledSerial = 0
+      }
+      serial = 0
+    }
+    serial += 1
+  }
+}
+
+/// The contracts scheduled in a pass, popped in order key order. The bulk
+/// scheduled at the start of a pass is sorted once; contracts scheduled
+/// while the pass runs go to a binary heap (keys and references in separate
+/// arrays, so that sifting compares plain keys).
+///
+/// Contracts are not retained: a scheduled contract stays in the bus's
+/// registry at least until the pass ends (the registry sweeps out
+/// unregistered contracts only between passes).
+struct Schedule {
+  private typealias Ref = Unretained<ContractState>
+  private var added: [Ref] = []
+  private var run: [Ref] = []
+  private var next = 0
+  private var keys: [OrderKey] = []
+  private var refs: [Ref] = []
+
+  mutating func push(_ c: ContractState) { added.append(Ref(c)) }
+
+  @inline(__always) private static func key(_ r: Ref) -> OrderKey { r.with { $0.key } }
+
+  private mutating func heapPush(_ c: Ref) {
+    keys.append(Schedule.key(c))
+    refs.append(c)
+    var i = keys.count - 1
+    while i > 0 {
+      let parent = (i - 1) / 2
+      guard keys[i] < keys[parent] else { break }
+      keys.swapAt(i, parent)
+      refs.swapAt(i, parent)
+      i = parent
+    }
+  }
+
+  private mutating func heapPop() -> Ref {
+    let last = keys.count - 1
+    keys.swapAt(0, last)
+    refs.swapAt(0, last)
+    keys.removeLast()
+    let top = refs.removeLast()
+    var i = 0
+    let n = keys.count
+    while true {
+      let l = 2 * i + 1, r = l + 1
+      var m = i
+      if l < n && keys[l] < keys[m] { m = l }
+      if r < n && keys[r] < keys[m] { m = r }
+      if m == i { break }
+      keys.swapAt(i, m)
+      refs.swapAt(i, m)
+      i = m
+    }
+    return top
+  }
+
+  /// The next contract in pass order, unretained.
+  mutating func pop() -> Unretained<ContractState>? {
+    if !added.isEmpty {
+      if next == run.count && keys.isEmpty {
+        // Swap the buffers (no copy): `run` is empty and keeps its capacity.
+        run.removeAll(keepingCapacity: true)
+        swap(&run, &added)
+        run.sort { Schedule.key($0) < Schedule.key($1) }
+        next = 0
+      } else {
+        for c in added { heapPush(c) }
+        added.removeAll(keepingCapacity: true)
+      }
+    }
+    let haveRun = next < run.count
+    if !keys.isEmpty && (!haveRun || keys[0] < Schedule.key(run[next])) { return heapPop() }
+    guard haveRun else {
+      run.removeAll(keepingCapacity: true)
+      next = 0
+      return nil
+    }
+    next += 1
+    return run[next - 1]
+  }
+}

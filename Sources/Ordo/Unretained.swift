@@ -1,0 +1,54 @@
+/// A reference that does not keep its object alive: the one way the core
+/// names an object it does not own (a key node in the journal, a contract in
+/// a schedule or a reader cache). Every use states an invariant of the
+/// owner — "the object outlives this reference" — which
+/// `docs/reliability.md` lists, owner by owner.
+///
+/// In debug builds the reference also keeps a weak reference and checks on
+/// every use that the object is still alive, so a broken invariant traps at
+/// the use rather than corrupting memory (the tests run in debug builds, and
+/// `make asan` adds AddressSanitizer on top). Release builds keep only the
+/// address.
+struct Unretained<T: AnyObject> {
+  private let ref: Unmanaged<T>
+  #if DEBUG
+  private weak var alive: T?
+  #endif
+
+  @inline(__always)
+  init(_ object: T) {
+    ref = .passUnretained(object)
+    #if DEBUG
+    alive = object
+    #endif
+  }
+
+  /// The object, as a strong reference for the caller's scope.
+  @inline(__always)
+  var object: T {
+    check()
+    return ref.takeUnretainedValue()
+  }
+
+  /// Calls `body` with the object borrowed (no retain or release).
+  @inline(__always)
+  func with<R>(_ body: (T) throws -> R) rethrows -> R {
+    check()
+    return try ref._withUnsafeGuaranteedRef(body)
+  }
+
+  /// Whether this names `other` (compares addresses; no use of the object).
+  @inline(__always)
+  func names(_ other: T) -> Bool { ref.toOpaque() == Unmanaged.passUnretained(other).toOpaque() }
+
+  /// Whether two references name the same object.
+  @inline(__always)
+  static func same(_ a: Unretained<T>, _ b: Unretained<T>) -> Bool { a.ref.toOpaque() == b.ref.toOpaque() }
+
+  @inline(__always)
+  private func check() {
+    #if DEBUG
+    precondition(alive != nil, "Ordo: an unretained \(T.self) was used after its owner released it")
+    #endif
+  }
+}
