@@ -274,6 +274,51 @@ uint64_t    ordo_counter(ordo_bus *bus, const char *keypath);
 ordo_status ordo_get_counter(ordo_bus *bus, const char *keypath, uint64_t *out);
 
 /* ------------------------------------------------------------------------ */
+/* Handles (SPEC §13)                                                        */
+/* ------------------------------------------------------------------------ */
+
+/** A keypath resolved once. Writes and reads through a handle skip parsing,
+ *  hashing and the table lookup, and obey every rule that the same call with
+ *  the keypath string obeys (transactions, contract read and write sets,
+ *  stability, net change): the ordo_handle_* functions are the ordo_*
+ *  functions of the same name with the bus and keypath replaced by the handle.
+ *
+ *  Ownership: the bus owns its handles. Nothing is freed by the caller; a
+ *  handle is valid until ordo_bus_free of its bus (using it afterwards is the
+ *  caller's bug, like using the freed bus). Resolving the same keypath twice
+ *  gives the same pointer. A NULL handle is ORDO_E_INVALID_ARGUMENT. Any
+ *  thread may use a handle, like its bus. */
+typedef struct ordo_handle ordo_handle;
+
+/** Resolves keypath into *out (no value is written, nothing changes).
+ *  Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT (bus, keypath or out NULL) or
+ *  ORDO_E_INVALID_KEYPATH (patterns are not keypaths). */
+ordo_status ordo_resolve(ordo_bus *bus, const char *keypath, ordo_handle **out);
+/** The handle's keypath, owned by the handle (NULL for a NULL handle). */
+const char *ordo_handle_keypath(const ordo_handle *handle);
+
+/** Writes through a handle: as ordo_set_bool … ordo_remove. */
+ordo_status ordo_handle_set_bool  (ordo_handle *handle, bool value);
+ordo_status ordo_handle_set_int64 (ordo_handle *handle, int64_t value);
+ordo_status ordo_handle_set_double(ordo_handle *handle, double value);
+ordo_status ordo_handle_set_string(ordo_handle *handle, const char *utf8);
+ordo_status ordo_handle_set_bytes (ordo_handle *handle, const void *data, size_t len);
+ordo_status ordo_handle_touch     (ordo_handle *handle);
+ordo_status ordo_handle_remove    (ordo_handle *handle);
+
+/** Reads through a handle: as ordo_get_type … ordo_get_counter (strings and
+ *  bytes are freed with ordo_free). */
+ordo_status ordo_handle_get_type  (ordo_handle *handle, ordo_type *out);
+ordo_status ordo_handle_get_bool  (ordo_handle *handle, bool *out);
+ordo_status ordo_handle_get_int64 (ordo_handle *handle, int64_t *out);
+ordo_status ordo_handle_get_double(ordo_handle *handle, double *out);
+ordo_status ordo_handle_get_string(ordo_handle *handle, char **out);
+ordo_status ordo_handle_get_bytes (ordo_handle *handle, void **out, size_t *len);
+ordo_status ordo_handle_get_counter(ordo_handle *handle, uint64_t *out);
+/** As ordo_counter: 0 on error (see ordo_last_error_message). */
+uint64_t    ordo_handle_counter   (ordo_handle *handle);
+
+/* ------------------------------------------------------------------------ */
 /* Contracts                                                                 */
 /* ------------------------------------------------------------------------ */
 

@@ -174,7 +174,7 @@ public func ordo_remove_tree(_ bus: OpaquePointer?, _ keypath: UnsafePointer<CCh
 // MARK: - Reads
 
 /// An article and a type name for messages: "an int64", "bytes".
-private func described(_ type: String) -> String {
+func described(_ type: String) -> String {
   switch type {
   case "int64": "an int64"
   case "bytes": "bytes"
@@ -240,7 +240,7 @@ public func ordo_get_double(_ bus: OpaquePointer?, _ keypath: UnsafePointer<CCha
 
 /// A `malloc`ed copy of the bytes, NUL-terminated if asked (at least one
 /// byte is allocated, so the result is never NULL for empty bytes).
-private func copy(_ bytes: UnsafeRawBufferPointer, terminate: Bool) -> UnsafeMutableRawPointer? {
+func copy(_ bytes: UnsafeRawBufferPointer, terminate: Bool) -> UnsafeMutableRawPointer? {
   let size = bytes.count + (terminate ? 1 : 0)
   guard let p = malloc(max(size, 1)) else { return nil }
   if let src = bytes.baseAddress { p.copyMemory(from: src, byteCount: bytes.count) }
@@ -248,7 +248,7 @@ private func copy(_ bytes: UnsafeRawBufferPointer, terminate: Bool) -> UnsafeMut
   return p
 }
 
-private func outOfMemory(_ size: Int) -> OrdoError {
+func outOfMemory(_ size: Int) -> OrdoError {
   OrdoError(.internal, "out of memory allocating \(size) bytes")
 }
 

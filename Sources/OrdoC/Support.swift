@@ -186,6 +186,8 @@ final class CBus: @unchecked Sendable {
   var dbus: AnyObject?
 
   private let lock = PMutex()
+  /// The handles resolved on this bus, one per keypath, freed with it.
+  private var handles: [Handle: CHandle] = [:]
   /// Registered C contracts by id (those whose id is known).
   private var contracts: [ContractID: CContract] = [:]
   /// Ids unregistered before their C contract learned its id (another
@@ -197,6 +199,16 @@ final class CBus: @unchecked Sendable {
   static func from(_ handle: OpaquePointer?) throws(OrdoError) -> CBus {
     guard let handle else { throw invalid("bus is NULL") }
     return Unmanaged<CBus>.fromOpaque(UnsafeRawPointer(handle)).takeUnretainedValue()
+  }
+
+  /// The C handle of a core handle: the same pointer every time.
+  func handle(for h: Handle) -> CHandle {
+    lock.withLock {
+      if let c = handles[h] { return c }
+      let c = CHandle(h, self)
+      handles[h] = c
+      return c
+    }
   }
 
   /// The handle of this bus, as C sees it.

@@ -84,6 +84,22 @@ def load_library(path):
         "ordo_free": (None, [c_void_p]),
         "ordo_get_counter": (st, [c_void_p, c_char_p, POINTER(c_uint64)]),
         "ordo_register": (st, [c_void_p, POINTER(ContractSpec), POINTER(c_uint64)]),
+        "ordo_resolve": (st, [c_void_p, c_char_p, POINTER(c_void_p)]),
+        "ordo_handle_keypath": (c_char_p, [c_void_p]),
+        "ordo_handle_set_bool": (st, [c_void_p, c_bool]),
+        "ordo_handle_set_int64": (st, [c_void_p, c_int64]),
+        "ordo_handle_set_double": (st, [c_void_p, c_double]),
+        "ordo_handle_set_string": (st, [c_void_p, c_char_p]),
+        "ordo_handle_set_bytes": (st, [c_void_p, c_void_p, c_size_t]),
+        "ordo_handle_touch": (st, [c_void_p]),
+        "ordo_handle_remove": (st, [c_void_p]),
+        "ordo_handle_get_type": (st, [c_void_p, POINTER(c_int)]),
+        "ordo_handle_get_bool": (st, [c_void_p, POINTER(c_bool)]),
+        "ordo_handle_get_int64": (st, [c_void_p, POINTER(c_int64)]),
+        "ordo_handle_get_double": (st, [c_void_p, POINTER(c_double)]),
+        "ordo_handle_get_string": (st, [c_void_p, POINTER(c_void_p)]),
+        "ordo_handle_get_bytes": (st, [c_void_p, POINTER(c_void_p), POINTER(c_size_t)]),
+        "ordo_handle_get_counter": (st, [c_void_p, POINTER(c_uint64)]),
         "ordo_unregister": (st, [c_void_p, c_uint64]),
     }
     for name, (restype, argtypes) in sigs.items():
@@ -278,8 +294,11 @@ def encode(s):
 class Run:
     """One scenario against one bus."""
 
-    def __init__(self, ordo):
+    def __init__(self, ordo, via_handles=False):
         self.ordo = ordo
+        # Through handles, every set/touch/remove/get/counter resolves its
+        # keypath with ordo_resolve and calls the ordo_handle_* variant.
+        self.via_handles = via_handles
         self.lib = ordo.lib
         self.bus = self.lib.ordo_bus_new()
         self.calls = []            # (contract name, [changed], txn)
@@ -407,21 +426,21 @@ class Run:
             key = encode(step.string("key"))
             v = step.value("value")
             if v.type == "bool":
-                self.check(lib.ordo_set_bool(bus, key, v.content))
+                self.check(self.on("set_bool", key, v.content))
             elif v.type == "int64":
-                self.check(lib.ordo_set_int64(bus, key, v.content))
+                self.check(self.on("set_int64", key, v.content))
             elif v.type == "double":
-                self.check(lib.ordo_set_double(bus, key, v.content))
+                self.check(self.on("set_double", key, v.content))
             elif v.type == "string":
-                self.check(lib.ordo_set_string(bus, key, encode(v.content)))
+                self.check(self.on("set_string", key, encode(v.content)))
             else:
-                self.check(lib.ordo_set_bytes(bus, key, v.content, len(v.content)))
+                self.check(self.on("set_bytes", key, v.content, len(v.content)))
             return None
         if op == "touch":
-            self.check(lib.ordo_touch(bus, encode(step.string("key"))))
+            self.check(self.on("touch", encode(step.string("key"))))
             return None
         if op == "remove":
-            self.check(lib.ordo_remove(bus, encode(step.string("key"))))
+            self.check(self.on("remove", encode(step.string("key"))))
             return None
         if op == "remove_tree":
             self.check(lib.ordo_remove_tree(bus, encode(step.string("key"))))
@@ -430,36 +449,49 @@ class Run:
             return self.get(encode(step.string("key")))
         if op == "counter":
             n = c_uint64(0)
-            self.check(lib.ordo_get_counter(bus, encode(step.string("key")), byref(n)))
+            self.check(self.on("get_counter", encode(step.string("key")), byref(n)))
             return n.value
         raise ScenarioError("%s: unknown op" % step.location)
 
+    def on(self, fn, key, *rest):
+        """Calls ordo_<fn>(bus, key, ...) or, through handles,
+        ordo_handle_<fn>(handle, ...) for the handle ordo_resolve gives."""
+        if not self.via_handles:
+            return getattr(self.lib, "ordo_" + fn)(self.bus, key, *rest)
+        h = c_void_p(None)
+        st = self.lib.ordo_resolve(self.bus, key, byref(h))
+        if st != 0:
+            return st
+        if self.lib.ordo_handle_keypath(h) != key:
+            raise ScenarioError("ordo_handle_keypath gives %r for %r" % (self.lib.ordo_handle_keypath(h), key))
+        return getattr(self.lib, "ordo_handle_" + fn)(h, *rest)
+
     def get(self, key):
-        lib, bus = self.lib, self.bus
+        lib, on = self.lib, self.on
         t = c_int(0)
-        self.check(lib.ordo_get_type(bus, key, byref(t)))
+        self.check(on("get_type", key, byref(t)))
         type_ = TYPE_NAMES[t.value]
         if type_ == "bool":
             b = c_bool(False)
-            self.check(lib.ordo_get_bool(bus, key, byref(b)))
+            self.check(on("get_bool", key, byref(b)))
             return Value("bool", b.value)
         if type_ == "int64":
             i = c_int64(0)
-            self.check(lib.ordo_get_int64(bus, key, byref(i)))
+            self.check(on("get_int64", key, byref(i)))
             return Value("int64", i.value)
         if type_ == "double":
             d = c_double(0)
-            self.check(lib.ordo_get_double(bus, key, byref(d)))
+            self.check(on("get_double", key, byref(d)))
             return Value("double", d.value)
         p = c_void_p(None)
         if type_ == "string":
-            self.check(lib.ordo_get_string(bus, key, byref(p)))
+            self.check(on("get_string", key, byref(p)))
             try:
                 return Value("string", ctypes.string_at(p.value).decode("utf-8"))
             finally:
                 lib.ordo_free(p)
         n = c_size_t(0)
-        self.check(lib.ordo_get_bytes(bus, key, byref(p), byref(n)))
+        self.check(on("get_bytes", key, byref(p), byref(n)))
         try:
             return Value("bytes", ctypes.string_at(p.value, n.value))
         finally:
@@ -515,8 +547,9 @@ class Run:
         return None
 
 
-def run_scenario(ordo, scenario):
-    run = Run(ordo)
+def run_scenario(ordo, scenario, via_handles=False):
+    """Runs a scenario; returns (failure or None, the calls made)."""
+    run = Run(ordo, via_handles)
     failure = None
     try:
         for step in scenario.steps:
@@ -525,7 +558,21 @@ def run_scenario(ordo, scenario):
         failure = str(e)
     finally:
         destroy_problem = run.close()
-    return failure or destroy_problem
+    return failure or destroy_problem, run.calls
+
+
+def run_both(ordo, scenario):
+    """Runs a scenario through keypath strings and through handles: both
+    must pass, and make the same calls."""
+    failure, by_strings = run_scenario(ordo, scenario)
+    if failure:
+        return "through keypath strings: " + failure
+    failure, by_handles = run_scenario(ordo, scenario, via_handles=True)
+    if failure:
+        return "through handles: " + failure
+    if by_strings != by_handles:
+        return "the calls through handles differ from those through strings:\n  strings: %s\n  handles: %s" % (by_strings, by_handles)
+    return None
 
 
 def main(argv):
@@ -554,13 +601,13 @@ def main(argv):
         return 2
     failed = 0
     for s in scenarios:
-        failure = run_scenario(ordo, s)
+        failure = run_both(ordo, s)
         if failure:
             failed += 1
             print("FAIL %s (%s)\n     %s" % (s.name, s.source, failure))
         else:
             print("ok   %s" % s.name)
-    print("%d of %d scenarios passed through the C ABI (%s, ordo %s)"
+    print("%d of %d scenarios passed through the C ABI, by keypath strings and by handles (%s, ordo %s)"
           % (len(scenarios) - failed, len(scenarios), lib_path, ordo.lib.ordo_version().decode()))
     return 0 if failed == 0 and scenarios else 1
 

@@ -1,0 +1,198 @@
+import COrdo
+import Ordo
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// MARK: - Handles (SPEC §13; include/ordo.h "Handles")
+
+/// What an `ordo_handle *` points to: a core handle, its bus, and its
+/// keypath as a C string. Owned by its bus's `CBus` (one per keypath,
+/// freed with the bus): the caller has nothing to free.
+final class CHandle {
+  let handle: Handle
+  /// Not retained: the bus owns its handles.
+  unowned(unsafe) let box: CBus
+  let keypath: UnsafeMutablePointer<CChar>
+
+  init(_ handle: Handle, _ box: CBus) {
+    self.handle = handle
+    self.box = box
+    keypath = strdup(handle.keypath)
+  }
+
+  deinit { free(keypath) }
+
+  /// The handle behind a pointer, or INVALID_ARGUMENT for NULL.
+  static func from(_ p: OpaquePointer?) throws(OrdoError) -> CHandle {
+    guard let p else { throw invalid("handle is NULL") }
+    return Unmanaged<CHandle>.fromOpaque(UnsafeRawPointer(p)).takeUnretainedValue()
+  }
+}
+
+@c @implementation
+public func ordo_resolve(_ bus: OpaquePointer?, _ keypath: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<OpaquePointer?>?) -> ordo_status {
+  guarded { () throws(OrdoError) in
+    let box = try CBus.from(bus)
+    let k = try keypathArg(keypath)
+    let out = try outArg(out, "out")
+    let h = box.handle(for: try box.bus.resolve(k))
+    out.pointee = OpaquePointer(Unmanaged.passUnretained(h).toOpaque())
+  }
+}
+
+@c @implementation
+public func ordo_handle_keypath(_ handle: OpaquePointer?) -> UnsafePointer<CChar>? {
+  guard let h = try? CHandle.from(handle) else {
+    setLastError("handle is NULL")
+    return nil
+  }
+  return UnsafePointer(h.keypath)
+}
+
+/// A write through a handle after checking the handle, then the value.
+@inline(__always)
+private func write(_ handle: OpaquePointer?, _ body: (CHandle) throws(OrdoError) -> Void) -> ordo_status {
+  guarded { () throws(OrdoError) in try body(try CHandle.from(handle)) }
+}
+
+@c @implementation
+public func ordo_handle_set_bool(_ handle: OpaquePointer?, _ value: Bool) -> ordo_status {
+  write(handle) { (h) throws(OrdoError) in try h.box.bus.set(h.handle, .bool(value)) }
+}
+
+@c @implementation
+public func ordo_handle_set_int64(_ handle: OpaquePointer?, _ value: Int64) -> ordo_status {
+  write(handle) { (h) throws(OrdoError) in try h.box.bus.set(h.handle, .int64(value)) }
+}
+
+@c @implementation
+public func ordo_handle_set_double(_ handle: OpaquePointer?, _ value: Double) -> ordo_status {
+  write(handle) { (h) throws(OrdoError) in try h.box.bus.set(h.handle, .double(value)) }
+}
+
+@c @implementation
+public func ordo_handle_set_string(_ handle: OpaquePointer?, _ utf8: UnsafePointer<CChar>?) -> ordo_status {
+  write(handle) { (h) throws(OrdoError) in
+    let what = "the string value for \"\(h.handle.keypath)\""
+    guard let utf8 else { throw invalid("\(what) is NULL (use \"\" for the empty string)") }
+    try h.box.bus.set(h.handle, .string(try stringArg(utf8, what)))
+  }
+}
+
+@c @implementation
+public func ordo_handle_set_bytes(_ handle: OpaquePointer?, _ data: UnsafeRawPointer?, _ len: Int) -> ordo_status {
+  write(handle) { (h) throws(OrdoError) in
+    let k = h.handle.keypath
+    if len == 0 { return try h.box.bus.set(h.handle, .bytes([])) }
+    guard len > 0 else { throw invalid("bytes length \(UInt(bitPattern: len)) for \"\(k)\" is too large") }
+    guard let data else { throw invalid("bytes data for \"\(k)\" is NULL but its length is \(len)") }
+    try h.box.bus.set(h.handle, .bytes(Array(UnsafeRawBufferPointer(start: data, count: len))))
+  }
+}
+
+@c @implementation
+public func ordo_handle_touch(_ handle: OpaquePointer?) -> ordo_status {
+  write(handle) { (h) throws(OrdoError) in try h.box.bus.touch(h.handle) }
+}
+
+@c @implementation
+public func ordo_handle_remove(_ handle: OpaquePointer?) -> ordo_status {
+  write(handle) { (h) throws(OrdoError) in try h.box.bus.remove(h.handle) }
+}
+
+/// Reads through a handle after checking the handle and `out`; `extract`
+/// converts the value or returns nil on a type mismatch.
+@inline(__always)
+private func get<T>(
+  _ handle: OpaquePointer?, _ out: UnsafeMutablePointer<T>?, _ type: String, _ extract: (Value) throws(OrdoError) -> T?
+) -> ordo_status {
+  guarded { () throws(OrdoError) in
+    let h = try CHandle.from(handle)
+    let out = try outArg(out, "out")
+    let value = try h.box.bus.get(h.handle)
+    guard let x = try extract(value) else {
+      throw OrdoError(.typeMismatch, "\"\(h.handle.keypath)\" holds \(described(value.typeName)), not \(described(type))")
+    }
+    out.pointee = x
+  }
+}
+
+@c @implementation
+public func ordo_handle_get_type(_ handle: OpaquePointer?, _ out: UnsafeMutablePointer<ordo_type>?) -> ordo_status {
+  get(handle, out, "") { (v) throws(OrdoError) -> ordo_type? in
+    switch v {
+    case .bool: ORDO_TYPE_BOOL
+    case .int64: ORDO_TYPE_INT64
+    case .double: ORDO_TYPE_DOUBLE
+    case .string: ORDO_TYPE_STRING
+    case .bytes: ORDO_TYPE_BYTES
+    }
+  }
+}
+
+@c @implementation
+public func ordo_handle_get_bool(_ handle: OpaquePointer?, _ out: UnsafeMutablePointer<Bool>?) -> ordo_status {
+  get(handle, out, "bool") { (v) throws(OrdoError) -> Bool? in
+    if case .bool(let x) = v { return x }
+    return nil
+  }
+}
+
+@c @implementation
+public func ordo_handle_get_int64(_ handle: OpaquePointer?, _ out: UnsafeMutablePointer<Int64>?) -> ordo_status {
+  get(handle, out, "int64") { (v) throws(OrdoError) -> Int64? in
+    if case .int64(let x) = v { return x }
+    return nil
+  }
+}
+
+@c @implementation
+public func ordo_handle_get_double(_ handle: OpaquePointer?, _ out: UnsafeMutablePointer<Double>?) -> ordo_status {
+  get(handle, out, "double") { (v) throws(OrdoError) -> Double? in
+    if case .double(let x) = v { return x }
+    return nil
+  }
+}
+
+@c @implementation
+public func ordo_handle_get_string(_ handle: OpaquePointer?, _ out: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> ordo_status {
+  get(handle, out, "string") { (v) throws(OrdoError) -> UnsafeMutablePointer<CChar>?? in
+    guard case .string(var s) = v else { return nil }
+    guard let p = s.withUTF8({ copy(UnsafeRawBufferPointer($0), terminate: true) }) else { throw outOfMemory(s.utf8.count + 1) }
+    return .some(p.assumingMemoryBound(to: CChar.self))
+  }
+}
+
+@c @implementation
+public func ordo_handle_get_bytes(
+  _ handle: OpaquePointer?, _ out: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, _ len: UnsafeMutablePointer<Int>?
+) -> ordo_status {
+  guard let len else { return report(invalid("len is NULL")) }
+  var count = 0
+  let st = get(handle, out, "bytes") { (v) throws(OrdoError) -> UnsafeMutableRawPointer?? in
+    guard case .bytes(let b) = v else { return nil }
+    count = b.count
+    guard let p = b.withUnsafeBytes({ copy($0, terminate: false) }) else { throw outOfMemory(b.count) }
+    return .some(p)
+  }
+  if st == ORDO_OK { len.pointee = count }
+  return st
+}
+
+@c @implementation
+public func ordo_handle_get_counter(_ handle: OpaquePointer?, _ out: UnsafeMutablePointer<UInt64>?) -> ordo_status {
+  guarded { () throws(OrdoError) in
+    let h = try CHandle.from(handle)
+    let out = try outArg(out, "out")
+    out.pointee = try h.box.bus.counter(h.handle)
+  }
+}
+
+@c @implementation
+public func ordo_handle_counter(_ handle: OpaquePointer?) -> UInt64 {
+  var n: UInt64 = 0
+  _ = ordo_handle_get_counter(handle, &n)
+  return n
+}
