@@ -54,6 +54,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench-dbus.h"
+
 #define ORDO_PATH "/dev/ordo/Bus"
 #define ORDO_IFACE "dev.ordo.Bus1"
 #define DCONF_NAME "ca.desrt.dconf"
@@ -75,6 +77,9 @@ static double now_s(void) {
 }
 
 static void cleanup(void) {
+  /* GDBus (libdconf's session-bus connection) raises SIGTERM in this
+   * process when the bus daemon goes away (exit-on-close). */
+  signal(SIGTERM, SIG_IGN);
   for (int i = nchildren - 1; i >= 0; i--) {
     kill(children[i], SIGTERM);
     waitpid(children[i], NULL, 0);
@@ -259,14 +264,6 @@ static void dconf_watcher(void) {
   g_main_loop_run(loop);
 }
 
-/* Appends strings as `as`. */
-static void append_strings(DBusMessageIter *it, const char **items, int n) {
-  DBusMessageIter arr;
-  dbus_message_iter_open_container(it, DBUS_TYPE_ARRAY, "s", &arr);
-  for (int i = 0; i < n; i++) dbus_message_iter_append_basic(&arr, DBUS_TYPE_STRING, &items[i]);
-  dbus_message_iter_close_container(it, &arr);
-}
-
 /* ordod watcher: a contract reading bench.**; one Notify is one
  * notification. */
 static void ordod_watcher(const char *address) {
@@ -277,8 +274,8 @@ static void ordod_watcher(const char *address) {
   const char *reads[1] = {"bench.**"};
   dbus_message_iter_init_append(m, &it);
   dbus_message_iter_append_basic(&it, DBUS_TYPE_STRING, &name);
-  append_strings(&it, reads, 1);
-  append_strings(&it, NULL, 0);
+  bench_append_strings(&it, reads, 1);
+  bench_append_strings(&it, NULL, 0);
   dbus_message_iter_open_container(&it, DBUS_TYPE_ARRAY, "{sv}", &opts);
   dbus_message_iter_close_container(&it, &opts);
   DBusError err;
@@ -335,19 +332,11 @@ static void write_key(long i, int pipelined) {
     }
   } else {
     DBusMessage *m = dbus_message_new_method_call(service, ORDO_PATH, ORDO_IFACE, "Commit");
-    DBusMessageIter it, dict, entry, var;
-    const char *key = k;
+    DBusMessageIter it;
     dbus_message_iter_init_append(m, &it);
-    dbus_message_iter_open_container(&it, DBUS_TYPE_ARRAY, "{sv}", &dict);
-    dbus_message_iter_open_container(&dict, DBUS_TYPE_DICT_ENTRY, NULL, &entry);
-    dbus_message_iter_append_basic(&entry, DBUS_TYPE_STRING, &key);
-    dbus_message_iter_open_container(&entry, DBUS_TYPE_VARIANT, "x", &var);
-    dbus_message_iter_append_basic(&var, DBUS_TYPE_INT64, &v);
-    dbus_message_iter_close_container(&entry, &var);
-    dbus_message_iter_close_container(&dict, &entry);
-    dbus_message_iter_close_container(&it, &dict);
-    append_strings(&it, NULL, 0);
-    append_strings(&it, NULL, 0);
+    bench_append_values(&it, k, v);
+    bench_append_strings(&it, NULL, 0);
+    bench_append_strings(&it, NULL, 0);
     if (pipelined) {
       if (!dbus_connection_send(ordod_writer, m, NULL)) die("send", NULL);
     } else {
