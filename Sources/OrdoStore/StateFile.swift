@@ -206,7 +206,13 @@ struct Connection: ~Copyable {
     db = nil
     // After SQLite has closed its descriptors (closing any descriptor of
     // the file drops the process's POSIX locks on it).
-    if lockFD >= 0 { Glibc.close(lockFD) }
+    // Unlocking acts on the open file description, so a copy of the
+    // descriptor in a child process that is between fork and exec does not
+    // keep the lock.
+    if lockFD >= 0 {
+      flock(lockFD, LOCK_UN)
+      Glibc.close(lockFD)
+    }
     lockFD = -1
     initial = nil
   }

@@ -60,7 +60,9 @@ final class Child {
 
   init(_ argv: [String]) {
     var toChild: [Int32] = [0, 0], fromChild: [Int32] = [0, 0]
+    // Close-on-exec: another test's child must not inherit these ends.
     precondition(pipe(&toChild) == 0 && pipe(&fromChild) == 0)
+    for fd in toChild + fromChild { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     posix_spawn_file_actions_adddup2(&actions, toChild[0], 0)
