@@ -6,6 +6,7 @@ let package = Package(
   products: [
     .library(name: "Ordo", targets: ["Ordo"]),
     .library(name: "OrdoDBus", targets: ["OrdoDBus"]),
+    .library(name: "OrdoStore", targets: ["OrdoStore"]),
     .executable(name: "ordod", targets: ["ordod"]),
     .executable(name: "ordoctl", targets: ["ordoctl"]),
     .library(name: "ordo", type: .dynamic, targets: ["OrdoC"]),
@@ -14,6 +15,11 @@ let package = Package(
     .target(name: "Ordo"),
     .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
     .target(name: "OrdoDBus", dependencies: ["Ordo", "CDBus"]),
+    .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+    .target(name: "OrdoStore", dependencies: ["Ordo", "CSQLite"]),
+    // The child process of the OrdoStore tests (crash, file-size limit, lock
+    // holder) and the group-commit benchmark.
+    .executableTarget(name: "ordo-store-tool", dependencies: ["OrdoStore", "Ordo"]),
     .executableTarget(name: "ordod", dependencies: ["OrdoDBus", "Ordo"]),
     .executableTarget(name: "ordoctl", dependencies: ["OrdoDBus", "Ordo"]),
     .target(name: "COrdo", path: "include", publicHeadersPath: "."),
@@ -25,5 +31,6 @@ let package = Package(
     .testTarget(name: "OrdoTests", dependencies: ["Ordo", "OrdoConformance"]),
     .testTarget(name: "OrdoDBusTests", dependencies: ["OrdoDBus", "Ordo"]),
     .testTarget(name: "OrdoDifferentialTests", dependencies: ["Ordo", "OrdoConformance"]),
+    .testTarget(name: "OrdoStoreTests", dependencies: ["OrdoStore", "Ordo", "CSQLite", "ordo-store-tool"]),
   ]
 )

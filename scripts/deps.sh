@@ -3,7 +3,7 @@
 # As root: apt-get install. Otherwise: prints the exact command and fails.
 # Usage: scripts/deps.sh [package ...]   (default: the build and test set)
 set -eu
-pkgs="${*:-libdbus-1-dev dbus pkg-config valgrind python3}"
+pkgs="${*:-libdbus-1-dev libsqlite3-dev dbus pkg-config valgrind python3}"
 missing=""
 for p in $pkgs; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -1,0 +1,585 @@
+/*
+ * dconf-bench: the dconf comparator of the durable-ordod scenario (SPEC §9,
+ * §11; docs/storage.md). One run measures one target, dconf or ordod, on a
+ * private dbus-daemon it starts, with KEYS distinct keys under one
+ * directory, a writer (this process) and a watcher (a child process)
+ * watching the directory:
+ *
+ *   (a) write-and-wait: each write waits for its acknowledgement
+ *       (dconf_client_write_sync; Commit and its reply); writes/s until the
+ *       last acknowledgement and notifications/s until the watcher has seen
+ *       every key;
+ *   (b) p50/p99 write→notification latency over the writes of (a): from the
+ *       start of the write call to the watcher receiving the notification
+ *       naming the key (CLOCK_MONOTONIC, shared by both processes);
+ *   (c) a burst of KEYS writes without waiting (dconf_client_write_fast,
+ *       which merges writes queued behind the one in flight, then
+ *       dconf_client_sync; KEYS pipelined Commits, then their replies):
+ *       writes/s until all are acknowledged, writes/s until the watcher has
+ *       seen every key, and the number of notifications it received.
+ *
+ * dconf: dconf-service is started with XDG_CONFIG_HOME and XDG_RUNTIME_DIR in
+ * a fresh directory under --dir (its database is DIR/.../config/dconf/user);
+ * both dconf clients are libdconf (GDBus). ordod: the --ordod program is
+ * started with --address and --name and any --ordod-arg (for example
+ * --ordod-arg=--state --ordod-arg=DIR/state.ordo later); both clients use
+ * libdbus: Commit(a{sv} set, as touch, as remove) → t and a watcher contract
+ * Register(s, as reads, as writes, a{sv}) → o receiving Notify(o, t, as,
+ * a{sv}).
+ *
+ * usage: dconf-bench --target dconf|ordod [--keys N] [--rounds R] [--dir DIR]
+ *          [--ordod PATH] [--ordod-arg ARG]... [--service NAME]
+ *          [--dconf-service PATH]
+ * Prints one JSON object on stdout; exits non-zero on any failure (every
+ * write must be acknowledged and every key notified, or it fails).
+ * Build: cc -O2 -Wall -Wextra -Werror dconf-bench.c \
+ *          $(pkg-config --cflags --libs dconf dbus-1)
+ */
+#define _GNU_SOURCE
+#include <dbus/dbus.h>
+#include <dconf.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench-dbus.h"
+
+#define ORDO_PATH "/dev/ordo/Bus"
+#define ORDO_IFACE "dev.ordo.Bus1"
+#define DCONF_NAME "ca.desrt.dconf"
+#define TIMEOUT_S 60.0
+#define MAX_CHILDREN 4
+
+enum target { DCONF, ORDOD };
+static enum target target;
+static long keys = 1000, rounds = 3;
+static const char *service = "dev.ordo.Bus";
+static char tmpdir[4096];
+static pid_t children[MAX_CHILDREN];
+static int nchildren;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void cleanup(void) {
+  /* GDBus (libdconf's session-bus connection) raises SIGTERM in this
+   * process when the bus daemon goes away (exit-on-close). */
+  signal(SIGTERM, SIG_IGN);
+  for (int i = nchildren - 1; i >= 0; i--) {
+    kill(children[i], SIGTERM);
+    waitpid(children[i], NULL, 0);
+  }
+  nchildren = 0;
+  if (tmpdir[0]) {
+    pid_t p = fork();
+    if (p == 0) {
+      execlp("rm", "rm", "-rf", tmpdir, (char *)NULL);
+      _exit(127);
+    }
+    if (p > 0) waitpid(p, NULL, 0);
+    tmpdir[0] = 0;
+  }
+}
+
+static void die(const char *what, const char *detail) {
+  fprintf(stderr, "dconf-bench: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
+  cleanup();
+  exit(1);
+}
+
+/* Starts argv with stdout on a pipe (returned in *out, or /dev/null when out
+ * is NULL), stderr on /dev/null when `quiet`; the child dies with this
+ * process. */
+static pid_t spawn(char *const argv[], int *out, int quiet) {
+  int p[2] = {-1, -1};
+  if (out && pipe(p) != 0) die("pipe", strerror(errno));
+  pid_t pid = fork();
+  if (pid < 0) die("fork", strerror(errno));
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    int null = open("/dev/null", O_RDWR);
+    dup2(null, 0);
+    dup2(out ? p[1] : null, 1);
+    if (quiet) dup2(null, 2);
+    if (out) {
+      close(p[0]);
+      close(p[1]);
+    }
+    execvp(argv[0], argv);
+    fprintf(stderr, "dconf-bench: cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+  }
+  if (out) {
+    close(p[1]);
+    *out = p[0];
+  }
+  if (nchildren < MAX_CHILDREN) children[nchildren++] = pid;
+  return pid;
+}
+
+/* One line from fd (without the newline), waiting at most TIMEOUT_S. */
+static void read_line(int fd, char *buf, size_t size, const char *what) {
+  size_t n = 0;
+  double deadline = now_s() + TIMEOUT_S;
+  while (n + 1 < size) {
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, 1000) <= 0) {
+      if (now_s() > deadline) die("timed out waiting for", what);
+      continue;
+    }
+    char c;
+    if (read(fd, &c, 1) != 1) die("no answer from", what);
+    if (c == '\n') break;
+    buf[n++] = c;
+  }
+  buf[n] = 0;
+}
+
+/* Starts a private dbus-daemon; returns its address (static buffer). */
+static const char *start_bus(void) {
+  static char address[1024];
+  char conf[4200];
+  snprintf(conf, sizeof conf, "%s/bus.conf", tmpdir);
+  FILE *f = fopen(conf, "w");
+  if (!f) die("cannot write", conf);
+  fprintf(f,
+          "<!DOCTYPE busconfig PUBLIC \"-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN\"\n"
+          " \"http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd\">\n"
+          "<busconfig><type>session</type><listen>unix:dir=%s</listen><auth>EXTERNAL</auth>\n"
+          "<policy context=\"default\"><allow send_destination=\"*\" eavesdrop=\"true\"/>"
+          "<allow eavesdrop=\"true\"/><allow own=\"*\"/></policy>\n"
+          "<limit name=\"max_outgoing_bytes\">67108864</limit>\n"
+          /* as the session bus (session.conf); the built-in default is 128 */
+          "<limit name=\"max_replies_per_connection\">50000</limit></busconfig>\n",
+          tmpdir);
+  fclose(f);
+  char conf_arg[4300];
+  snprintf(conf_arg, sizeof conf_arg, "--config-file=%s", conf);
+  char *argv[] = {"dbus-daemon", conf_arg, "--nofork", "--nopidfile", "--print-address=1", NULL};
+  int out;
+  spawn(argv, &out, 1); /* its stderr only says it cannot raise its fd limit */
+  read_line(out, address, sizeof address, "dbus-daemon");
+  return address;
+}
+
+static DBusConnection *connect_bus(const char *address) {
+  DBusError err;
+  dbus_error_init(&err);
+  DBusConnection *c = dbus_connection_open_private(address, &err);
+  if (!c) die("connect", err.message);
+  if (!dbus_bus_register(c, &err)) die("register on the bus", err.message);
+  return c;
+}
+
+/* Waits until `name` has an owner on the bus. */
+static void wait_for_name(const char *address, const char *name) {
+  DBusConnection *c = connect_bus(address);
+  DBusError err;
+  dbus_error_init(&err);
+  double deadline = now_s() + TIMEOUT_S;
+  while (!dbus_bus_name_has_owner(c, name, &err)) {
+    if (dbus_error_is_set(&err)) die("NameHasOwner", err.message);
+    if (now_s() > deadline) die("timed out waiting for the service", name);
+    usleep(10000);
+  }
+  dbus_connection_close(c);
+  dbus_connection_unref(c);
+}
+
+/* ---- what the watcher reports, over a pipe ---- */
+
+enum { REC_READY, REC_KEY, REC_NOTIFICATION };
+typedef struct {
+  int32_t kind;
+  int32_t index; /* REC_KEY: the key (-1: the done marker); REC_NOTIFICATION: keys in it */
+  double t;
+} rec;
+
+static int report_fd = -1;
+
+static void report(int kind, int index) {
+  rec r = {kind, index, now_s()};
+  if (write(report_fd, &r, sizeof r) != (ssize_t)sizeof r) _exit(3);
+}
+
+/* The key index in a name ending in kNNNN or "done" (-1); -2 otherwise. */
+static int key_index(const char *name) {
+  const char *tail = strrchr(name, target == DCONF ? '/' : '.');
+  tail = tail ? tail + 1 : name;
+  if (strcmp(tail, "done") == 0) return -1;
+  if (tail[0] != 'k') return -2;
+  char *end;
+  long i = strtol(tail + 1, &end, 10);
+  return *end == 0 && i >= 0 && i < keys ? (int)i : -2;
+}
+
+static void key_name(char *buf, size_t size, long i) {
+  if (target == DCONF) {
+    if (i < 0) snprintf(buf, size, "/bench/done");
+    else snprintf(buf, size, "/bench/k%04ld", i);
+  } else {
+    if (i < 0) snprintf(buf, size, "bench.done");
+    else snprintf(buf, size, "bench.k%04ld", i);
+  }
+}
+
+/* dconf watcher: one "changed" signal is one notification. */
+static void dconf_changed(DConfClient *client, const gchar *prefix, const gchar *const *changes, const gchar *tag,
+                          gpointer user) {
+  (void)client;
+  (void)tag;
+  (void)user;
+  int n = 0;
+  char full[512];
+  for (int i = 0; changes[i]; i++) {
+    snprintf(full, sizeof full, "%s%s", prefix, changes[i]);
+    int k = key_index(full);
+    if (k != -2) report(REC_KEY, k);
+    n++;
+  }
+  report(REC_NOTIFICATION, n);
+}
+
+static void dconf_watcher(void) {
+  DConfClient *client = dconf_client_new();
+  g_signal_connect(client, "changed", G_CALLBACK(dconf_changed), NULL);
+  dconf_client_watch_sync(client, "/bench/");
+  report(REC_READY, 0);
+  GMainLoop *loop = g_main_loop_new(NULL, FALSE);
+  g_main_loop_run(loop);
+}
+
+/* ordod watcher: a contract reading bench.**; one Notify is one
+ * notification. */
+static void ordod_watcher(const char *address) {
+  DBusConnection *c = connect_bus(address);
+  DBusMessage *m = dbus_message_new_method_call(service, ORDO_PATH, ORDO_IFACE, "Register");
+  DBusMessageIter it, opts;
+  const char *name = "dconf-bench-watcher";
+  const char *reads[1] = {"bench.**"};
+  dbus_message_iter_init_append(m, &it);
+  dbus_message_iter_append_basic(&it, DBUS_TYPE_STRING, &name);
+  bench_append_strings(&it, reads, 1);
+  bench_append_strings(&it, NULL, 0);
+  dbus_message_iter_open_container(&it, DBUS_TYPE_ARRAY, "{sv}", &opts);
+  dbus_message_iter_close_container(&it, &opts);
+  DBusError err;
+  dbus_error_init(&err);
+  DBusMessage *r = dbus_connection_send_with_reply_and_block(c, m, 10000, &err);
+  if (!r) {
+    fprintf(stderr, "dconf-bench: watcher: Register: %s\n", err.message);
+    _exit(3);
+  }
+  dbus_message_unref(r);
+  dbus_message_unref(m);
+  report(REC_READY, 0);
+  while (dbus_connection_read_write(c, -1)) {
+    while ((m = dbus_connection_pop_message(c))) {
+      if (dbus_message_is_signal(m, ORDO_IFACE, "Notify") && strcmp(dbus_message_get_signature(m), "otasa{sv}") == 0) {
+        DBusMessageIter sub;
+        dbus_message_iter_init(m, &it);
+        dbus_message_iter_next(&it);
+        dbus_message_iter_next(&it);
+        dbus_message_iter_recurse(&it, &sub);
+        int n = 0;
+        while (dbus_message_iter_get_arg_type(&sub) == DBUS_TYPE_STRING) {
+          const char *k = NULL;
+          dbus_message_iter_get_basic(&sub, &k);
+          int idx = key_index(k);
+          if (idx != -2) report(REC_KEY, idx);
+          n++;
+          dbus_message_iter_next(&sub);
+        }
+        report(REC_NOTIFICATION, n);
+      }
+      dbus_message_unref(m);
+    }
+  }
+  _exit(0);
+}
+
+/* ---- the writer ---- */
+
+static DConfClient *dconf_writer;
+static DBusConnection *ordod_writer;
+static int64_t next_value;
+
+/* Writes key i (-1: the done marker) and waits for the acknowledgement;
+ * ordod with `pipelined`: sends the Commit without waiting. */
+static void write_key(long i, int pipelined) {
+  char k[64];
+  key_name(k, sizeof k, i);
+  int64_t v = ++next_value;
+  if (target == DCONF) {
+    GError *error = NULL;
+    if (!dconf_client_write_sync(dconf_writer, k, g_variant_new_int64(v), NULL, NULL, &error)) {
+      die("dconf_client_write_sync", error ? error->message : k);
+    }
+  } else {
+    DBusMessage *m = dbus_message_new_method_call(service, ORDO_PATH, ORDO_IFACE, "Commit");
+    DBusMessageIter it;
+    dbus_message_iter_init_append(m, &it);
+    bench_append_values(&it, k, v);
+    bench_append_strings(&it, NULL, 0);
+    bench_append_strings(&it, NULL, 0);
+    if (pipelined) {
+      if (!dbus_connection_send(ordod_writer, m, NULL)) die("send", NULL);
+    } else {
+      DBusError err;
+      dbus_error_init(&err);
+      DBusMessage *r = dbus_connection_send_with_reply_and_block(ordod_writer, m, 30000, &err);
+      if (!r) die("Commit", err.message);
+      dbus_message_unref(r);
+    }
+    dbus_message_unref(m);
+  }
+}
+
+/* Reads watcher records until the done marker; fills seen[i] with the
+ * first notification time of key i; returns the notification count and
+ * the time of the last new key in *last_key. */
+static long collect(int fd, double *seen, double *last_key) {
+  long notifications = 0;
+  int done = 0;
+  for (long i = 0; i < keys; i++) seen[i] = 0;
+  *last_key = 0;
+  double deadline = now_s() + TIMEOUT_S;
+  for (;;) {
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, 1000) <= 0) {
+      if (now_s() > deadline) die("timed out waiting for the watcher's notifications", NULL);
+      continue;
+    }
+    rec r;
+    if (read(fd, &r, sizeof r) != (ssize_t)sizeof r) die("the watcher stopped", NULL);
+    if (r.kind == REC_NOTIFICATION) {
+      if (done) return notifications; /* the done marker's own notification */
+      notifications++;
+    } else if (r.kind == REC_KEY && r.index == -1) {
+      done = 1;
+    } else if (r.kind == REC_KEY && r.index >= 0 && seen[r.index] == 0) {
+      seen[r.index] = r.t;
+      if (r.t > *last_key) *last_key = r.t;
+    }
+  }
+}
+
+/* Writes the done marker (waiting for its acknowledgement). */
+static void done_marker(void) { write_key(-1, 0); }
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double quantile(double *xs, long n, double q) {
+  qsort(xs, (size_t)n, sizeof *xs, cmp);
+  long i = (long)(q * (double)(n - 1) + 0.5);
+  return xs[i];
+}
+
+static void usage(void) {
+  fprintf(stderr, "usage: dconf-bench --target dconf|ordod [--keys N] [--rounds R] [--dir DIR]\n"
+                  "         [--ordod PATH] [--ordod-arg ARG]... [--service NAME] [--dconf-service PATH]\n");
+  exit(64);
+}
+
+int main(int argc, char **argv) {
+  const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/var/tmp";
+  const char *ordod = NULL, *dconf_service = "/usr/libexec/dconf-service", *target_name = NULL;
+  char *ordod_args[32];
+  int nordod_args = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strncmp(a, "--", 2) != 0 || !v) usage();
+    if (strcmp(a, "--target") == 0) target_name = v;
+    else if (strcmp(a, "--keys") == 0) keys = atol(v);
+    else if (strcmp(a, "--rounds") == 0) rounds = atol(v);
+    else if (strcmp(a, "--dir") == 0) dir = v;
+    else if (strcmp(a, "--ordod") == 0) ordod = v;
+    else if (strcmp(a, "--ordod-arg") == 0 && nordod_args < 24) ordod_args[nordod_args++] = (char *)v;
+    else if (strcmp(a, "--service") == 0) service = v;
+    else if (strcmp(a, "--dconf-service") == 0) dconf_service = v;
+    else usage();
+    i++;
+  }
+  if (!target_name) usage();
+  if (strcmp(target_name, "dconf") == 0) target = DCONF;
+  else if (strcmp(target_name, "ordod") == 0) target = ORDOD;
+  else usage();
+  if (target == ORDOD && !ordod) die("--target ordod needs --ordod PATH", NULL);
+  if (keys < 1 || keys > 9999 || rounds < 1) die("--keys must be 1…9999 and --rounds positive", NULL);
+  signal(SIGPIPE, SIG_IGN);
+  dbus_threads_init_default();
+
+  snprintf(tmpdir, sizeof tmpdir, "%s/dconf-bench-XXXXXX", dir);
+  if (!mkdtemp(tmpdir)) {
+    tmpdir[0] = 0;
+    die("cannot make a directory under", dir);
+  }
+  char config[4200], runtime[4200], statedir[4200];
+  snprintf(config, sizeof config, "%s/config", tmpdir);
+  snprintf(runtime, sizeof runtime, "%s/run", tmpdir);
+  snprintf(statedir, sizeof statedir, "%s/state", tmpdir);
+  mkdir(config, 0700);
+  mkdir(runtime, 0700);
+  mkdir(statedir, 0700);
+  setenv("XDG_CONFIG_HOME", config, 1);
+  setenv("XDG_RUNTIME_DIR", runtime, 1);
+  setenv("ORDO_BENCH_DIR", statedir, 1); /* for --ordod-arg paths of the caller's choosing */
+  const char *address = start_bus();
+  setenv("DBUS_SESSION_BUS_ADDRESS", address, 1);
+
+  if (target == DCONF) {
+    char *sargv[] = {(char *)dconf_service, NULL};
+    spawn(sargv, NULL, 0);
+    wait_for_name(address, DCONF_NAME);
+  } else {
+    char *oargv[40];
+    int n = 0;
+    oargv[n++] = (char *)ordod;
+    oargv[n++] = "--address";
+    oargv[n++] = (char *)address;
+    oargv[n++] = "--name";
+    oargv[n++] = (char *)service;
+    for (int i = 0; i < nordod_args; i++) oargv[n++] = ordod_args[i];
+    oargv[n] = NULL;
+    spawn(oargv, NULL, 0);
+    wait_for_name(address, service);
+  }
+
+  /* The watcher, a separate process (forked before any GLib object). */
+  int rp[2];
+  if (pipe(rp) != 0) die("pipe", strerror(errno));
+  fcntl(rp[0], F_SETPIPE_SZ, 1 << 20);
+  pid_t w = fork();
+  if (w < 0) die("fork", strerror(errno));
+  if (w == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    close(rp[0]);
+    report_fd = rp[1];
+    nchildren = 0;
+    tmpdir[0] = 0;
+    if (target == DCONF) dconf_watcher();
+    else ordod_watcher(address);
+    _exit(0);
+  }
+  children[nchildren++] = w;
+  close(rp[1]);
+  rec ready;
+  struct pollfd p = {rp[0], POLLIN, 0};
+  if (poll(&p, 1, (int)(TIMEOUT_S * 1000)) <= 0 || read(rp[0], &ready, sizeof ready) != (ssize_t)sizeof ready ||
+      ready.kind != REC_READY) {
+    die("the watcher did not start", NULL);
+  }
+
+  if (target == DCONF) dconf_writer = dconf_client_new();
+  else ordod_writer = connect_bus(address);
+
+  double *seen = calloc((size_t)keys, sizeof(double));
+  double *sent = calloc((size_t)keys, sizeof(double));
+  double *latencies = calloc((size_t)(keys * rounds), sizeof(double));
+  double *wait_writes = calloc((size_t)rounds, sizeof(double));
+  double *wait_notes = calloc((size_t)rounds, sizeof(double));
+  double *burst_acked = calloc((size_t)rounds, sizeof(double));
+  double *burst_visible = calloc((size_t)rounds, sizeof(double));
+  double *burst_notes = calloc((size_t)rounds, sizeof(double));
+  if (!seen || !sent || !latencies || !wait_writes || !wait_notes || !burst_acked || !burst_visible || !burst_notes) {
+    die("out of memory", NULL);
+  }
+  long nlat = 0;
+
+  /* Warm-up: every key once. */
+  for (long i = 0; i < keys; i++) write_key(i, 0);
+  done_marker();
+  double last;
+  collect(rp[0], seen, &last);
+
+  for (long r = 0; r < rounds; r++) {
+    /* (a) and (b) */
+    double t0 = now_s();
+    for (long i = 0; i < keys; i++) {
+      sent[i] = now_s();
+      write_key(i, 0);
+    }
+    double t_acked = now_s();
+    done_marker();
+    long notes = collect(rp[0], seen, &last);
+    for (long i = 0; i < keys; i++) {
+      if (seen[i] == 0) die("write-and-wait: a key was never notified", NULL);
+      latencies[nlat++] = (seen[i] - sent[i]) * 1e6;
+    }
+    if (notes < keys) die("write-and-wait: fewer notifications than writes", NULL);
+    wait_writes[r] = (double)keys / (t_acked - t0);
+    wait_notes[r] = (double)notes / (last - t0);
+
+    /* (c) */
+    t0 = now_s();
+    if (target == DCONF) {
+      char k[64];
+      for (long i = 0; i < keys; i++) {
+        key_name(k, sizeof k, i);
+        GError *error = NULL;
+        if (!dconf_client_write_fast(dconf_writer, k, g_variant_new_int64(++next_value), &error)) {
+          die("dconf_client_write_fast", error ? error->message : k);
+        }
+      }
+      dconf_client_sync(dconf_writer);
+    } else {
+      for (long i = 0; i < keys; i++) write_key(i, 1);
+      dbus_connection_flush(ordod_writer);
+      long replies = 0;
+      while (replies < keys) {
+        if (!dbus_connection_read_write(ordod_writer, 30000)) die("the connection to ordod closed", NULL);
+        DBusMessage *m;
+        while ((m = dbus_connection_pop_message(ordod_writer))) {
+          if (dbus_message_get_type(m) == DBUS_MESSAGE_TYPE_ERROR) die("Commit failed", dbus_message_get_error_name(m));
+          if (dbus_message_get_type(m) == DBUS_MESSAGE_TYPE_METHOD_RETURN) replies++;
+          dbus_message_unref(m);
+        }
+      }
+    }
+    t_acked = now_s();
+    done_marker();
+    notes = collect(rp[0], seen, &last);
+    for (long i = 0; i < keys; i++) {
+      if (seen[i] == 0) die("burst: a key was never notified", NULL);
+    }
+    burst_acked[r] = (double)keys / (t_acked - t0);
+    burst_visible[r] = (double)keys / (last - t0);
+    burst_notes[r] = (double)notes;
+  }
+
+  printf("{\"target\": \"%s\", \"keys\": %ld, \"rounds\": %ld, "
+         "\"write_wait_writes_per_s\": %.1f, \"write_wait_notifications_per_s\": %.1f, "
+         "\"latency_p50_us\": %.1f, \"latency_p99_us\": %.1f, "
+         "\"burst_writes\": %ld, \"burst_acked_writes_per_s\": %.1f, \"burst_visible_writes_per_s\": %.1f, "
+         "\"burst_notifications\": %.0f}\n",
+         target_name, keys, rounds, quantile(wait_writes, rounds, 0.5), quantile(wait_notes, rounds, 0.5),
+         quantile(latencies, nlat, 0.5), quantile(latencies, nlat, 0.99), keys, quantile(burst_acked, rounds, 0.5),
+         quantile(burst_visible, rounds, 0.5), quantile(burst_notes, rounds, 0.5));
+  fflush(stdout);
+  if (ordod_writer) {
+    dbus_connection_close(ordod_writer);
+    dbus_connection_unref(ordod_writer);
+  }
+  if (dconf_writer) g_object_unref(dconf_writer);
+  cleanup();
+  return 0;
+}

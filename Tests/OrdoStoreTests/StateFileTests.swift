@@ -1,0 +1,312 @@
+import CSQLite
+import Ordo
+import OrdoStore
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+func kp(_ k: String, _ v: Value?, _ counter: UInt64, _ at: UInt64) -> StoredKeypath {
+  StoredKeypath(keypath: k, value: v, counter: counter, changedAt: at)
+}
+
+/// Runs SQL on a database file directly (to make foreign, future or
+/// damaged files).
+func sql(_ path: String, _ text: String) {
+  var db: OpaquePointer?
+  #expect(sqlite3_open(path, &db) == SQLITE_OK)
+  var err: UnsafeMutablePointer<CChar>?
+  let rc = sqlite3_exec(db, text, nil, nil, &err)
+  #expect(rc == SQLITE_OK, "\(text): \(err.map { String(cString: $0) } ?? "")")
+  sqlite3_free(err)
+  sqlite3_close(db)
+}
+
+/// A state file at `path` holding transactions 1…n of the workload.
+func makeState(_ path: String, _ n: UInt64) throws {
+  let f = try StateFile.open(path: path)
+  var counters: [String: UInt64] = [:]
+  for t in 1...n {
+    let changes = workload(t).map { k, v in
+      let c = (counters[k] ?? 0) + 1
+      counters[k] = c
+      return kp(k, v, c, t)
+    }
+    try f.append(transaction: t, changes: changes)
+  }
+  try f.sync()
+  f.close()
+}
+
+@Suite struct StateFileTests {
+  @Test func everyValueTypeRoundTripsBitExact() throws {
+    let dir = TempDir()
+    defer { dir.remove() }
+    let path = dir.file("state.ordo")
+    let nan = Double(bitPattern: 0x7ff8_0000_dead_beef)
+    let values: [(String, Value?)] = [
+      ("v.false", .bool(false)), ("v.true", .bool(true)),
+      ("v.min", .int64(.min)), ("v.max", .int64(.max)), ("v.zero", .int64(0)),
+      ("v.negzero", .double(-0.0)), ("v.nan", .double(nan)), ("v.inf", .double(-.infinity)),
+      ("v.tiny", .double(.leastNonzeroMagnitude)),
+      ("v.empty", .string("")), ("v.text", .string("ünï\u{0}cödé 🎉")),
+      ("v.nobytes", .bytes([])), ("v.bytes", .bytes([0, 255, 0, 1])),
+      ("v.gone", nil),
+    ]
+    let f = try StateFile.open(path: path)
+    #expect(f.created)
+    let first = try f.load()
+    #expect(first.lastTransaction == 0 && first.keypaths.isEmpty && first.epoch == f.epoch)
+    // A version 4 UUID.
+    let parts = f.epoch.split(separator: "-").map(\.count)
+    #expect(parts == [8, 4, 4, 4, 12], "\(f.epoch)")
+    #expect(f.epoch.dropFirst(14).first == "4")
+    try f.append(transaction: 1, changes: values.map { kp($0.0, $0.1, 1, 1) })
+    try f.append(transaction: 2, changes: [kp("v.max", .int64(.max - 1), 2, 2)])
+    #expect(try f.sync() == 2)
+    f.close()
+
+    let g = try StateFile.open(path: path)
+    #expect(!g.created)
+    #expect(g.epoch == f.epoch)
+    let state = try g.load()
+    #expect(state.epoch == f.epoch && state.lastTransaction == 2)
+    var expected = values.map { kp($0.0, $0.1, 1, 1) }
+    expected[expected.firstIndex { $0.keypath == "v.max" }!] = kp("v.max", .int64(.max - 1), 2, 2)
+    expected.sort { Array($0.keypath.utf8).lexicographicallyPrecedes($1.keypath.utf8) }
+    #expect(state.keypaths == expected)
+    if case .double(let d)? = state.keypaths.first(where: { $0.keypath == "v.nan" })?.value {
+      #expect(d.bitPattern == nan.bitPattern)
+    } else {
+      Issue.record("v.nan is not a double")
+    }
+    // A second load reads the file again and agrees.
+    #expect(try g.load() == state)
+    g.close()
+  }
+
+  @Test func onlySyncedGroupsAreKept() throws {
+    let dir = TempDir()
+    defer { dir.remove() }
+    let path = dir.file("state.ordo")
+    let f = try StateFile.open(path: path)
+    try f.append(transaction: 1, changes: [kp("a", .int64(1), 1, 1)])
+    try f.append(transaction: 2, changes: [kp("a", .int64(2), 2, 2), kp("b", .bool(true), 1, 2)])
+    #expect(f.lastAppendedTransaction == 2 && f.lastSyncedTransaction == 0)
+    expectStoreError(.invalidArgument, ["1…2", "not synced"]) { _ = try f.load() }
+    try f.sync()
+    #expect(f.lastSyncedTransaction == 2)
+    try f.append(transaction: 3, changes: [kp("a", nil, 3, 3)])
+    f.discard()
+    #expect(f.lastAppendedTransaction == 2)
+    #expect(try f.load().keypaths == [kp("a", .int64(2), 2, 2), kp("b", .bool(true), 1, 2)])
+    // The discarded id may be used again; an unsynced group is dropped by close.
+    try f.append(transaction: 3, changes: [kp("c", .string("x"), 1, 3)])
+    try f.sync()
+    try f.append(transaction: 4, changes: [kp("c", .string("y"), 2, 4)])
+    f.close()
+    expectStoreError(.closed, ["closed"]) { try f.sync() }
+    let g = try StateFile.open(path: path)
+    let s = try g.load()
+    #expect(s.lastTransaction == 3)
+    #expect(s.keypaths == [kp("a", .int64(2), 2, 2), kp("b", .bool(true), 1, 2), kp("c", .string("x"), 1, 3)])
+    // An empty transaction (a pass that cancelled every change) keeps its id.
+    try g.append(transaction: 4, changes: [])
+    try g.sync()
+    g.close()
+    #expect(try StateFile.open(path: path).load().lastTransaction == 4)
+  }
+
+  @Test func invalidInputChangesNothing() throws {
+    let dir = TempDir()
+    defer { dir.remove() }
+    let f = try StateFile.open(path: dir.file("state.ordo"))
+    try f.append(transaction: 5, changes: [kp("a", .int64(1), 1, 5)])
+    let bad: [(UInt64, [StoredKeypath], [String])] = [
+      (5, [], ["transaction 5", "greater than", "5"]),
+      (3, [], ["transaction 3"]),
+      (6, [kp("a..b", .int64(1), 1, 6)], ["a..b"]),
+      (6, [kp("", .int64(1), 1, 6)], ["transaction 6"]),
+      (6, [kp("a.*", .int64(1), 1, 6)], ["a.*"]),
+      (6, [kp("x", .int64(1), 1, 6), kp("x", nil, 1, 6)], ["\"x\" appears twice"]),
+      (6, [kp("x", .int64(1), 0, 6)], ["counter 0"]),
+      (6, [kp("x", .int64(1), 7, 6)], ["counter 7"]),
+      (6, [kp("x", .int64(1), 1, 7)], ["changed-at 7"]),
+      (UInt64(Int64.max) + 1, [], ["larger than"]),
+    ]
+    for (t, changes, fragments) in bad {
+      expectStoreError(.invalidArgument, fragments) { try f.append(transaction: t, changes: changes) }
+    }
+    #expect(f.lastAppendedTransaction == 5)
+    try f.append(transaction: 6, changes: [kp("b", .int64(2), 1, 6)])
+    try f.sync()
+    #expect(try f.load().keypaths == [kp("a", .int64(1), 1, 5), kp("b", .int64(2), 1, 6)])
+    expectStoreError(.invalidArgument, ["fast"]) { _ = try SyncMode(parsing: "fast") }
+    #expect(try SyncMode(parsing: "normal") == .normal)
+    expectStoreError(.invalidArgument, ["empty"]) { _ = try StateFile.open(path: "") }
+    f.close()
+  }
+
+  @Test func aSecondOpenerIsRefused() throws {
+    let dir = TempDir()
+    defer { dir.remove() }
+    let path = dir.file("state.ordo")
+    // Another process holds it.
+    let holder = Child([toolPath(), "hold", path])
+    #expect(holder.line() == "held")
+    expectRefused(path, .locked, ["locked by another ordod"])
+    #expect(holder.wait() == 0)
+    // Released when that process ends.
+    let f = try StateFile.open(path: path)
+    // This process holds it: another process is refused, and so is a
+    // second open here.
+    let other = Child([toolPath(), "open", path])
+    let line = other.line() ?? ""
+    #expect(line.hasPrefix("error locked state file \(path): locked by another ordod"), "\(line)")
+    #expect(other.wait() == 1)
+    expectRefused(path, .locked, ["locked by another ordod"])
+    // A holder killed with SIGKILL releases it too.
+    f.close()
+    let killed = Child([toolPath(), "hold", path])
+    #expect(killed.line() == "held")
+    killed.kill9()
+    #expect(killed.wait() == 128 + SIGKILL)
+    try StateFile.open(path: path).close()
+  }
+
+  @Test func refusesFilesThatAreNotItsOwn() throws {
+    let dir = TempDir()
+    defer { dir.remove() }
+    // Not a database.
+    let garbage = dir.file("garbage")
+    var g = SystemRandomNumberGenerator()
+    let noise = (0..<10_000).map { _ in UInt8.random(in: 0...255, using: &g) }
+    writeFile(garbage, noise)
+    expectRefused(garbage, .corrupt, ["not an Ordo state file", "not a database"])
+    #expect(contents(garbage) == noise)
+    let text = dir.file("text")
+    writeFile(text, Array("[settings]\nkey=value\n".utf8))
+    expectRefused(text, .corrupt, ["not a database"])
+    #expect(contents(text) == Array("[settings]\nkey=value\n".utf8))
+
+    // A database of another application.
+    let foreign = dir.file("foreign.db")
+    sql(foreign, "CREATE TABLE users(id INTEGER PRIMARY KEY, name TEXT); INSERT INTO users VALUES (1, 'x');")
+    let before = contents(foreign)
+    expectRefused(foreign, .foreign, ["another application", "users"])
+    #expect(contents(foreign) == before)
+    // Another application's id, even with our tables.
+    let other = dir.file("other.db")
+    try makeState(other, 3)
+    sql(other, "PRAGMA application_id = 1234;")
+    expectRefused(other, .foreign, ["another application", "0x4d2"])
+
+    // A future format.
+    let future = dir.file("future.ordo")
+    try makeState(future, 3)
+    sql(future, "PRAGMA user_version = 2;")
+    let futureBytes = contents(future)
+    expectRefused(future, .futureFormat, ["format version 2", "newer"])
+    #expect(contents(future) == futureBytes)
+
+    // Missing tables.
+    let missing = dir.file("missing.ordo")
+    try makeState(missing, 3)
+    sql(missing, "DROP TABLE keypath;")
+    expectRefused(missing, .corrupt, ["table keypath is missing"])
+    let noMeta = dir.file("nometa.ordo")
+    try makeState(noMeta, 3)
+    sql(noMeta, "DELETE FROM meta WHERE name = 'epoch';")
+    expectRefused(noMeta, .corrupt, ["no epoch"])
+
+    // Rows that break the format's rules.
+    for (name, change, fragment) in [
+      ("counter", "UPDATE keypath SET counter = 0 WHERE keypath = 'k.n1'", "counter 0"),
+      ("future-id", "UPDATE keypath SET changed_at = 99 WHERE keypath = 'k.n1'", "changed-at 99"),
+      ("type", "UPDATE keypath SET type = 4 WHERE keypath = 'k.n1'", "value type 4"),
+      ("keypath", "UPDATE keypath SET keypath = 'a..b' WHERE keypath = 'k.n1'", "not a valid keypath"),
+    ] {
+      let p = dir.file("\(name).ordo")
+      try makeState(p, 20)
+      sql(p, change)
+      expectRefused(p, .corrupt, ["damaged", fragment])
+    }
+  }
+
+  @Test func refusesADamagedFile() throws {
+    let dir = TempDir()
+    defer { dir.remove() }
+    let path = dir.file("state.ordo")
+    // Enough rows for several b-tree pages; close checkpoints into the file.
+    let f = try StateFile.open(path: path)
+    for t in UInt64(1)...400 {
+      try f.append(transaction: t, changes: [kp("k.n\(t)", .string(String(repeating: "x", count: 200)), 1, t)])
+    }
+    try f.sync()
+    f.close()
+    var bytes = try #require(contents(path))
+    #expect(bytes.count > 16 * 4096)
+    // Overwrite a page in the middle with garbage.
+    var g = SystemRandomNumberGenerator()
+    for i in (8 * 4096)..<(9 * 4096) { bytes[i] = UInt8.random(in: 0...255, using: &g) }
+    writeFile(path, bytes)
+    expectRefused(path, .corrupt, ["damaged"])
+    #expect(contents(path) == bytes)
+  }
+
+  @Test func anEmptyFileIsANewState() throws {
+    let dir = TempDir()
+    defer { dir.remove() }
+    let path = dir.file("state.ordo")
+    writeFile(path, [])
+    let f = try StateFile.open(path: path)
+    #expect(f.created)
+    #expect(try f.load().lastTransaction == 0)
+    f.close()
+    // A directory is not a state file.
+    expectRefused(dir.path, .storage, ["not a regular file"])
+    // A missing directory.
+    expectRefused(dir.file("no/such/state.ordo"), .storage, ["cannot create", "No such file or directory"])
+  }
+
+  @Test func readOnlyDirectory() throws {
+    let dir = TempDir()
+    defer { dir.remove() }
+    let existing = dir.file("state.ordo")
+    try makeState(existing, 10)
+    let before = contents(existing)
+    if canMount {
+      // As root permissions do not bind: a read-only mount does.
+      #expect(run(["/bin/mount", "--bind", dir.path, dir.path]) == 0)
+      #expect(run(["/bin/mount", "-o", "remount,bind,ro", dir.path]) == 0)
+      defer { run(["/bin/umount", dir.path]) }
+      expectRefused(dir.file("new.ordo"), .storage, ["cannot create", "Read-only file system"])
+      expectRefused(existing, .storage, ["cannot open for writing", "Read-only file system"])
+    } else {
+      #expect(chmod(dir.path, 0o555) == 0 && chmod(existing, 0o444) == 0)
+      defer { _ = chmod(dir.path, 0o755) }
+      expectRefused(dir.file("new.ordo"), .storage, ["cannot create", "Permission denied"])
+      expectRefused(existing, .storage, ["cannot open for writing", "Permission denied"])
+    }
+    #expect(contents(existing) == before)
+    #expect(try StateFile.open(path: existing).load().lastTransaction == 10)
+  }
+}
+
+func expectStoreError(
+  _ kind: StoreError.Kind, _ fragments: [String], sourceLocation: SourceLocation = #_sourceLocation,
+  _ body: () throws -> Void
+) {
+  do {
+    try body()
+    Issue.record("no error; expected \(kind)", sourceLocation: sourceLocation)
+  } catch let error as StoreError {
+    #expect(error.kind == kind, "\(error.message)", sourceLocation: sourceLocation)
+    for f in fragments {
+      #expect(error.message.contains(f), "\"\(error.message)\" lacks \"\(f)\"", sourceLocation: sourceLocation)
+    }
+  } catch {
+    Issue.record("\(error); expected a StoreError", sourceLocation: sourceLocation)
+  }
+}

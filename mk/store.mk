@@ -1,0 +1,39 @@
+# Durable state: OrdoStore (SPEC §10, §11; docs/storage.md).
+#
+#   make test-store    the OrdoStore tests alone (also part of test-swift)
+#   make bench-store   group commit: transactions/s with one sync per 1, 8,
+#                      64 or all 2 000 transactions, in both sync settings
+#   make bench-dconf   builds Benchmarks/c/dconf-bench.c (installs
+#                      dconf-service and libdconf-dev) and runs it against
+#                      dconf and the in-memory release ordod; one JSON
+#                      object per target
+# Both benchmarks keep their files under $(BENCH_SCRATCH), on the disk of
+# the checkout.
+
+BENCH_SCRATCH   ?= .build-bench
+BENCH_CC        ?= cc
+STORE_BENCH_DIR := $(BENCH_SCRATCH)/store-bench
+DCONF_BENCH     := $(BENCH_SCRATCH)/dconf-bench
+DCONF_BENCH_ROUNDS ?= 3
+
+.PHONY: test-store bench-store dconf-bench bench-dconf
+
+test-store: deps
+	$(SWIFT) test $(SWIFTFLAGS) --filter OrdoStoreTests
+
+bench-store: deps
+	$(SWIFT) build -c release --scratch-path $(BENCH_SCRATCH) --product ordo-store-tool $(SWIFTFLAGS)
+	@mkdir -p $(STORE_BENCH_DIR)
+	$(BENCH_SCRATCH)/release/ordo-store-tool bench $(STORE_BENCH_DIR) 2000
+
+dconf-bench: deps
+	@scripts/deps.sh dconf-service libdconf-dev
+	@mkdir -p $(BENCH_SCRATCH)
+	$(BENCH_CC) -std=gnu11 -O2 -Wall -Wextra -Werror -o $(DCONF_BENCH) Benchmarks/c/dconf-bench.c \
+	  $$(pkg-config --cflags --libs dconf dbus-1)
+
+bench-dconf: dconf-bench
+	$(SWIFT) build -c release --scratch-path $(BENCH_SCRATCH) --product ordod $(SWIFTFLAGS)
+	$(DCONF_BENCH) --target dconf --rounds $(DCONF_BENCH_ROUNDS) --dir $(CURDIR)/$(BENCH_SCRATCH)
+	$(DCONF_BENCH) --target ordod --rounds $(DCONF_BENCH_ROUNDS) --dir $(CURDIR)/$(BENCH_SCRATCH) \
+	  --ordod $(BENCH_SCRATCH)/release/ordod
