@@ -105,7 +105,8 @@ def load_library(path: Optional[str] = None) -> ctypes.CDLL:
         path = ctypes.util.find_library("ordo")
         where = 'ctypes.util.find_library("ordo")'
         if path is None:
-            raise LibraryNotFound("libordo.so not found (ctypes.util.find_library(\"ordo\") found nothing): pass library=PATH, set ORDO_LIBRARY=PATH, "
+            raise LibraryNotFound("libordo.so not found (ctypes.util.find_library(\"ordo\") found nothing): "
+                                  "pass library=PATH, set ORDO_LIBRARY=PATH, "
                                   "or install it (make install PREFIX=...; ldconfig)")
     with _lib_lock:
         lib = _libraries.get(path)
