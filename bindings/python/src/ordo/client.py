@@ -1,0 +1,947 @@
+"""A D-Bus client of an Ordo bus (interface ``dev.ordo.Bus1``), over jeepney.
+
+Blocking and thread-safe: any thread may call any method. There is no
+background thread unless you start one (:meth:`Client.start`): whichever
+thread waits for something (a reply, a watch's next notification,
+:meth:`Client.process`) reads the connection for everybody and hands each
+message to whoever it belongs to. Writer contracts are answered by that
+thread too, so a program may commit from the connection that holds its
+writers without deadlocking the pass.
+
+Security: ``Notify`` and ``NameOwnerChanged`` signals are accepted only
+from their legitimate senders -- ``Notify`` from the unique name that owns
+the service's well-known name right now (read with ``GetNameOwner`` at
+connect, then followed through ``NameOwnerChanged`` from the bus daemon),
+``NameOwnerChanged`` from ``org.freedesktop.DBus``. Anything else is
+dropped and counted in :attr:`Client.forged`; a forged ``Notify`` never
+reaches a watch and is never answered with ``Complete``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import socket
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import (Any, Callable, Deque, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional,
+                    Sequence, Tuple)
+
+from jeepney import DBusAddress, HeaderFields, MessageType, new_method_call
+from jeepney.io.blocking import open_dbus_connection
+
+from .errors import (ConnectionLost, DBus, DuplicateName, InvalidArgument, NotFound, OrdoError, Timeout,
+                     error_for_dbus)
+from .values import Value, from_variant, to_variant
+
+__all__ = ["Client", "Entry", "Snapshot", "Changes", "Position", "Notification", "Writes", "Watch", "Writer",
+           "NAME", "PATH", "INTERFACE"]
+
+log = logging.getLogger("ordo")
+
+NAME = "dev.ordo.Bus"
+PATH = "/dev/ordo/Bus"
+INTERFACE = "dev.ordo.Bus1"
+_DBUS = "org.freedesktop.DBus"
+_DBUS_PATH = "/org/freedesktop/DBus"
+_PROPS = "org.freedesktop.DBus.Properties"
+_NOTIFY_SIG = "otasa{sv}"
+
+
+class Entry(NamedTuple):
+    """The result of :meth:`Client.get`: a value and its counter."""
+    value: Value
+    counter: int
+
+
+class Snapshot(NamedTuple):
+    """One consistent read: the values and counters of every matching keypath
+    (counters include keypaths that hold no value), and the last committed id."""
+    values: Dict[str, Value]
+    counters: Dict[str, int]
+    txn: int
+
+
+class Changes(NamedTuple):
+    """What changed after ``since`` (SPEC §10): matching keypaths that hold a
+    value (with it), those that hold none, their counters, the last committed id."""
+    values: Dict[str, Value]
+    removed: List[str]
+    counters: Dict[str, int]
+    txn: int
+
+
+class Position(NamedTuple):
+    """Where a watch is: the bus's epoch (None if the service has no Epoch
+    property) and the last transaction the watch has delivered."""
+    epoch: Optional[str]
+    txn: int
+
+
+@dataclass(frozen=True)
+class Notification:
+    """What a watch yields and a writer receives.
+
+    ``kind`` is ``"notify"`` for a ``Notify`` of the service (one per
+    transaction that affected the patterns), ``"changes"`` for a catch-up
+    read with ``Changes`` after a gap or a reconnect to the same epoch
+    (``changed`` lists every keypath that changed since the last delivered
+    transaction), and ``"snapshot"`` for a full read (the first one with
+    ``initial=True``, or after a reconnect to another epoch: replace your
+    whole state with ``values``). ``initial`` is an initial call of a writer
+    (``notify_initial=True``): ``changed`` is empty.
+    """
+    txn: int
+    changed: Tuple[str, ...]
+    values: Dict[str, Value]
+    contract: str = ""
+    kind: str = "notify"
+
+    @property
+    def removed(self) -> Tuple[str, ...]:
+        """The keypaths of ``changed`` that hold no value (removed or touched)."""
+        return tuple(k for k in self.changed if k not in self.values)
+
+
+@dataclass
+class Writes:
+    """What a writer answers: sets, touches and removes (``k.**`` removes the tree)."""
+    set: Mapping[str, Any] = field(default_factory=dict)
+    touch: Sequence[str] = ()
+    remove: Sequence[str] = ()
+
+
+def _writes_body(set_: Optional[Mapping[str, Any]], touch: Iterable[str], remove: Iterable[str]):
+    if set_ is None:
+        set_ = {}
+    if not isinstance(set_, Mapping):
+        raise InvalidArgument(f"set: a mapping of keypath to value, not {type(set_).__name__}")
+    out = {}
+    for k, v in set_.items():
+        if not isinstance(k, str):
+            raise InvalidArgument(f"set: keypath {k!r} is not a str")
+        out[k] = to_variant(v, k)
+    return out, _strings(touch, "touch"), _strings(remove, "remove")
+
+
+def _strings(xs: Iterable[str], what: str) -> List[str]:
+    if isinstance(xs, (str, bytes)):
+        raise InvalidArgument(f"{what}: a list of strings, not a single {type(xs).__name__}")
+    out = list(xs)
+    for x in out:
+        if not isinstance(x, str):
+            raise InvalidArgument(f"{what}: {x!r} is not a str")
+    return out
+
+
+def _plain(variant_dict: Mapping[str, Tuple[str, Any]]) -> Dict[str, Any]:
+    """{k: (sig, v)} -> {k: v} (for Contracts/Stats dicts)."""
+    return {k: v for k, (_sig, v) in variant_dict.items()}
+
+
+def _values(variant_dict: Mapping[str, Tuple[str, Any]]) -> Dict[str, Value]:
+    return {k: from_variant(v, k) for k, v in variant_dict.items()}
+
+
+def _log_error(source: Any, error: BaseException) -> None:
+    log.warning("ordo: %s: %s", source, error)
+
+
+class Client:
+    """A connection to an Ordo bus served over D-Bus (by ``ordod`` or a host).
+
+    ``address``: a D-Bus address (``unix:path=...``), ``"SESSION"`` or
+    ``"SYSTEM"``; None means the session bus. ``name``: the service's
+    well-known name. ``timeout``: seconds to wait for each reply.
+    ``on_error(source, exception)`` is called for failures that have no
+    caller to raise to: a writer's callback that raised, a ``Complete`` the
+    service refused, a contract that could not be registered again after the
+    service came back. By default they are logged (logger ``"ordo"``).
+
+    Use it as a context manager: leaving the block unregisters every watch
+    and writer of this client and closes the connection.
+    """
+
+    def __init__(self, address: Optional[str] = None, name: str = NAME, *, timeout: float = 10.0,
+                 on_error: Optional[Callable[[Any, BaseException], None]] = None):
+        if not isinstance(name, str) or not name:
+            raise InvalidArgument("name: the service's well-known name, a non-empty str")
+        self.address = address or "SESSION"
+        self.name = name
+        self.timeout = timeout
+        self.on_error = on_error or _log_error
+        #: signals dropped because they did not come from their legitimate sender
+        self.forged = 0
+        self._state = threading.Condition(threading.Lock())
+        self._send_lock = threading.Lock()
+        self._conn = None
+        self._reading = False
+        self._replies: Dict[int, Any] = {}
+        self._expect: Dict[int, Optional[str]] = {}
+        self._lost: Optional[OrdoError] = None
+        self._owner: Optional[str] = None
+        self._owner_gen = 0
+        self._routes: Dict[str, Any] = {}
+        self._orphans: Dict[str, Deque[Any]] = {}
+        self._writer_calls: Deque[Tuple["Writer", Notification]] = deque()
+        self._writer_lock = threading.RLock()
+        self._writers: List["Writer"] = []
+        self._watches: List["Watch"] = []
+        self._writers_gen = 0
+        self._closed = False
+        self._names = itertools.count(1)
+        self._has_changes: Optional[bool] = None
+        self._thread: Optional[threading.Thread] = None
+        self._stop = threading.Event()
+        self._connect(require_owner=True, initial=True)
+
+    # -- connection ---------------------------------------------------------
+
+    @property
+    def unique_name(self) -> str:
+        """This connection's unique name on the bus."""
+        return self._conn.unique_name if self._conn is not None else ""
+
+    @property
+    def owner(self) -> Optional[str]:
+        """The unique name that owns the service's name now (None: nobody)."""
+        return self._owner
+
+    def _connect(self, require_owner: bool, initial: bool = False) -> None:
+        try:
+            conn = open_dbus_connection(self.address)
+        except (OSError, ValueError, KeyError, RuntimeError) as e:
+            raise ConnectionLost(f"cannot connect to {self.address}: {e}") from None
+        with self._state:
+            self._conn = conn
+            self._lost = None
+            self._replies.clear()
+            self._expect.clear()
+        try:
+            self._call(_DBUS, _DBUS_PATH, _DBUS, "AddMatch", "s",
+                       (f"type='signal',sender='{_DBUS}',path='{_DBUS_PATH}',interface='{_DBUS}',"
+                        f"member='NameOwnerChanged',arg0='{self.name}'",))
+            try:
+                owner = self._call(_DBUS, _DBUS_PATH, _DBUS, "GetNameOwner", "s", (self.name,))[0]
+            except DBus as e:
+                if e.dbus_name != "org.freedesktop.DBus.Error.NameHasNoOwner":
+                    raise
+                if require_owner:
+                    raise DBus(f"no service owns {self.name} on {self.address}",
+                               dbus_name=e.dbus_name) from None
+                owner = None
+        except BaseException:
+            conn.close()
+            with self._state:
+                self._conn = None
+            raise
+        with self._state:
+            self._set_owner(owner)
+            if initial:
+                self._writers_gen = self._owner_gen
+
+    def reconnect(self) -> None:
+        """Opens a new connection (after the old one was lost); watches resume
+        and writers register again (SPEC §10). The service need not be there
+        yet: watches wait for it."""
+        with self._state:
+            old, self._conn = self._conn, None
+            self._lost = ConnectionLost("reconnecting")
+            self._set_owner(None)
+            self._state.notify_all()
+        _shut(old)
+        self._connect(require_owner=False)
+        self._after_read()
+
+    def close(self) -> None:
+        """Unregisters this client's watches and writers, closes the connection."""
+        if self._closed:
+            return
+        self.stop()
+        for w in list(self._watches):
+            w.close()
+        for w in list(self._writers):
+            w.unregister()
+        self._closed = True
+        with self._state:
+            conn, self._conn = self._conn, None
+            self._lost = ConnectionLost("the client is closed")
+            self._state.notify_all()
+        _shut(conn)
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- the message loop ---------------------------------------------------
+
+    def _call(self, dest: str, path: str, iface: str, member: str, sig: str = "", body: tuple = (),
+              timeout: Optional[float] = None) -> tuple:
+        with self._state:
+            conn, lost = self._conn, self._lost
+        if conn is None or lost is not None:
+            raise lost or ConnectionLost("not connected")
+        msg = new_method_call(DBusAddress(path, bus_name=dest, interface=iface), member, sig or None, body)
+        serial = next(conn.outgoing_serial)
+        with self._state:
+            self._expect[serial] = _DBUS if dest == _DBUS else self._owner
+        try:
+            with self._send_lock:
+                conn.send(msg, serial=serial)
+        except OSError as e:
+            self._mark_lost(conn, e)
+            raise ConnectionLost(f"{member}: the connection was lost ({e})") from None
+        t = self.timeout if timeout is None else timeout
+        try:
+            reply = self._wait(lambda: self._replies.pop(serial, None), time.monotonic() + t)
+        except Timeout:
+            with self._state:
+                self._expect.pop(serial, None)
+            raise Timeout(f"{member}: no reply within {t:g} s") from None
+        if reply.header.message_type == MessageType.error:
+            text = reply.body[0] if reply.body and isinstance(reply.body[0], str) else ""
+            raise error_for_dbus(reply.header.fields.get(HeaderFields.error_name), text)
+        return reply.body
+
+    def _mark_lost(self, conn, error: BaseException) -> None:
+        with self._state:
+            if self._conn is conn and self._lost is None:
+                self._lost = ConnectionLost(f"the connection to {self.address} was lost ({error})")
+                self._set_owner(None)
+            self._state.notify_all()
+
+    def _wait(self, take: Callable[[], Any], deadline: Optional[float]) -> Any:
+        """Returns take()'s first non-None result (called with the state lock
+        held), reading the connection meanwhile if no other thread does."""
+        while True:
+            with self._state:
+                while True:
+                    r = take()
+                    if r is not None:
+                        return r
+                    if self._lost is not None:
+                        raise self._lost
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        raise Timeout("timed out")
+                    if not self._reading:
+                        self._reading = True
+                        conn = self._conn
+                        break
+                    self._state.wait(left)
+            msg = None
+            try:
+                msg = conn.receive(timeout=left)
+            except TimeoutError:
+                pass
+            except Exception as e:  # the socket closed or broke: EOF, reset, parse errors
+                self._mark_lost(conn, e)
+            finally:
+                with self._state:
+                    self._reading = False
+                    if msg is not None:
+                        self._route(msg)
+                    self._state.notify_all()
+            if msg is not None:
+                self._after_read()
+
+    def _route(self, msg) -> None:
+        """Files one incoming message (state lock held)."""
+        h = msg.header
+        f = h.fields
+        if h.message_type in (MessageType.method_return, MessageType.error):
+            rs = f.get(HeaderFields.reply_serial)
+            if rs not in self._expect:
+                return
+            sender = f.get(HeaderFields.sender)
+            expected = self._expect[rs]
+            if sender != _DBUS and expected is not None and sender != expected:
+                self.forged += 1
+                return
+            del self._expect[rs]
+            self._replies[rs] = msg
+            return
+        if h.message_type != MessageType.signal:
+            return
+        sender = f.get(HeaderFields.sender)
+        iface = f.get(HeaderFields.interface)
+        member = f.get(HeaderFields.member)
+        path = f.get(HeaderFields.path)
+        if iface == _DBUS and member == "NameOwnerChanged":
+            if sender != _DBUS or path != _DBUS_PATH or f.get(HeaderFields.signature) != "sss":
+                self.forged += 1
+                return
+            name, _old, new = msg.body
+            if name == self.name:
+                self._set_owner(new or None)
+            return
+        if iface == INTERFACE and member == "Notify":
+            if (self._owner is None or sender != self._owner or path != PATH
+                    or f.get(HeaderFields.signature) != _NOTIFY_SIG):
+                self.forged += 1
+                return
+            contract, txn, changed, values = msg.body
+            try:
+                note = Notification(txn, tuple(changed), _values(values), contract)
+            except InvalidArgument as e:
+                self.on_error(f"Notify for {contract}", e)
+                return
+            route = self._routes.get(contract)
+            if route is None:
+                q = self._orphans.setdefault(contract, deque(maxlen=1024))
+                q.append(note)
+                if len(self._orphans) > 64:
+                    self._orphans.pop(next(iter(self._orphans)))
+                return
+            self._deliver(route, note)
+
+    def _deliver(self, route, note: Notification) -> None:
+        if isinstance(route, Writer):
+            self._writer_calls.append((route, note))
+        else:
+            route._q.append(note)
+
+    def _set_owner(self, owner: Optional[str]) -> None:
+        """(state lock held) The service's name changed hands: every contract
+        this client held on the old owner is gone."""
+        if owner == self._owner:
+            return
+        had = self._owner
+        self._owner = owner
+        self._owner_gen += 1
+        if had is not None:
+            self._routes.clear()
+            self._orphans.clear()
+            self._writer_calls.clear()
+            for w in self._watches:
+                w._path = None
+                w._stale = True
+            for w in self._writers:
+                w.path = None
+
+    def _claim(self, path: str, route) -> None:
+        with self._state:
+            if isinstance(route, Writer):
+                route.path = path
+            else:
+                route._path = path
+            self._routes[path] = route
+            for note in self._orphans.pop(path, ()):
+                self._deliver(route, note)
+
+    def _after_read(self) -> None:
+        """Runs the work a message left (outside the state lock): writer calls,
+        and registering writers again on a new owner."""
+        with self._state:
+            regen = self._owner is not None and self._writers_gen != self._owner_gen and self._writers
+            gen = self._owner_gen
+        if regen:
+            with self._writer_lock:
+                with self._state:
+                    if self._writers_gen == gen:
+                        regen = False
+                    self._writers_gen = gen
+                if regen:
+                    for w in list(self._writers):
+                        if w.path is None:
+                            try:
+                                w._register()
+                            except OrdoError as e:
+                                self.on_error(w, e)
+        self._serve_writers()
+
+    def _serve_writers(self) -> None:
+        """Answers queued writer calls, one thread at a time; the thread that
+        holds the writer lock re-checks the queue after releasing it."""
+        while True:
+            with self._state:
+                if not self._writer_calls:
+                    return
+            if not self._writer_lock.acquire(blocking=False):
+                return
+            try:
+                while True:
+                    with self._state:
+                        if not self._writer_calls:
+                            break
+                        writer, note = self._writer_calls.popleft()
+                    writer._handle(note)
+            finally:
+                self._writer_lock.release()
+
+    def process(self, timeout: float = 0.0) -> None:
+        """Reads and handles incoming messages (answers writers' calls) for up
+        to ``timeout`` seconds. For programs without a thread of their own
+        waiting on the client; or use :meth:`start`."""
+        try:
+            self._wait(lambda: None, time.monotonic() + timeout)
+        except Timeout:
+            pass
+
+    def start(self) -> None:
+        """Starts a daemon thread that handles incoming messages (serves
+        writers) until :meth:`stop` or :meth:`close`."""
+        if self._thread is not None:
+            return
+        self._stop.clear()
+
+        def loop():
+            while not self._stop.is_set():
+                try:
+                    self.process(0.2)
+                except ConnectionLost:
+                    if self._stop.wait(0.2):
+                        return
+                except OrdoError as e:  # pragma: no cover - reported, the loop goes on
+                    self.on_error("message loop", e)
+
+        self._thread = threading.Thread(target=loop, name="ordo-client", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stops the thread started by :meth:`start` (waits for it)."""
+        t, self._thread = self._thread, None
+        if t is not None:
+            self._stop.set()
+            t.join(timeout=5)
+
+    # -- methods of dev.ordo.Bus1 ------------------------------------------
+
+    def call(self, member: str, signature: str = "", *args, interface: str = INTERFACE, path: str = PATH,
+             timeout: Optional[float] = None) -> tuple:
+        """Calls any method of the service; returns the reply's body or raises
+        the typed error."""
+        return self._call(self.name, path, interface, member, signature, args, timeout)
+
+    def commit(self, set: Optional[Mapping[str, Value]] = None, touch: Iterable[str] = (),
+               remove: Iterable[str] = ()) -> int:
+        """One atomic transaction: every ``set``, then every ``touch``, then
+        every ``remove`` (``k.**`` removes the tree). Returns its id, 0 if
+        nothing changed. Values are checked before anything is sent."""
+        body = _writes_body(set, touch, remove)
+        return self.call("Commit", "a{sv}asas", *body)[0]
+
+    def get(self, keypath: str) -> Entry:
+        """The keypath's value and counter; :class:`NotFound` if it holds none."""
+        _check_str(keypath, "keypath")
+        variant, counter = self.call("Get", "s", keypath)
+        return Entry(from_variant(variant, keypath), counter)
+
+    def snapshot(self, patterns: Iterable[str] = ("**",)) -> Snapshot:
+        """One consistent read of every keypath matching a pattern."""
+        values, counters, txn = self.call("Snapshot", "as", _strings(patterns, "patterns"))
+        return Snapshot(_values(values), dict(counters), txn)
+
+    def changes(self, since: int, patterns: Iterable[str] = ("**",)) -> Changes:
+        """Every matching keypath changed after transaction ``since`` (SPEC §10)."""
+        if not isinstance(since, int) or isinstance(since, bool) or since < 0:
+            raise InvalidArgument(f"since: a transaction id (int >= 0), not {since!r}")
+        values, removed, counters, txn = self.call("Changes", "tas", since, _strings(patterns, "patterns"))
+        return Changes(_values(values), list(removed), dict(counters), txn)
+
+    def get_property(self, name: str) -> Any:
+        """A property of the service's interface (Transaction, Version, Epoch ...)."""
+        (_sig, value), = self.call("Get", "ss", INTERFACE, name, interface=_PROPS)
+        return value
+
+    @property
+    def transaction(self) -> int:
+        """The last committed transaction id."""
+        return self.get_property("Transaction")
+
+    @property
+    def version(self) -> str:
+        return self.get_property("Version")
+
+    @property
+    def epoch(self) -> Optional[str]:
+        """The bus's epoch (SPEC §10); None if the service publishes none."""
+        try:
+            return self.get_property("Epoch")
+        except DBus as e:
+            if e.dbus_name in ("org.freedesktop.DBus.Error.UnknownProperty",
+                               "org.freedesktop.DBus.Error.InvalidArgs"):
+                return None
+            raise
+
+    def contracts(self) -> List[Dict[str, Any]]:
+        """One dict per contract, in pass order (plain values, no variants)."""
+        return [_plain(d) for d in self.call("Contracts")[0]]
+
+    def stats(self) -> Dict[str, int]:
+        return _plain(self.call("Stats")[0])
+
+    def graph(self) -> str:
+        """The dependency graph in Graphviz DOT."""
+        return self.call("Graph")[0]
+
+    def unregister(self, contract: str) -> None:
+        """Unregisters a contract by path (one of this connection's)."""
+        self.call("Unregister", "o", contract)
+
+    def _register(self, name: str, reads: Sequence[str], writes: Sequence[str], options: Dict[str, Any],
+                  route) -> str:
+        path = self.call("Register", "sasasa{sv}", name, list(reads), list(writes), options)[0]
+        self._claim(path, route)
+        self._serve_writers()  # an initial call may have arrived before the reply was taken
+        return path
+
+    def _fresh_name(self, kind: str) -> str:
+        return f"python-{kind} {self.unique_name} #{next(self._names)}"
+
+    # -- watches and writers ------------------------------------------------
+
+    def watch(self, patterns: Iterable[str], priority: Optional[int] = None, *, name: Optional[str] = None,
+              initial: bool = False, resume_from: Optional[Position] = None, reconnect: bool = True,
+              reconnect_timeout: float = 30.0, gap_check: bool = True) -> "Watch":
+        """Registers an observer of ``patterns`` and returns an iterator of
+        its :class:`Notification` s (see :class:`Watch`)."""
+        return Watch(self, _strings(patterns, "patterns"), priority, name, initial, resume_from, reconnect,
+                     reconnect_timeout, gap_check)
+
+    def writer(self, name: str, reads: Iterable[str], writes: Iterable[str], priority: Optional[int] = None,
+               *, timeout_ms: Optional[int] = None, notify_initial: bool = False):
+        """A decorator that makes a function a writer contract::
+
+            @client.writer("normalize", reads=["user.name"], writes=["user.name"], priority=-3)
+            def normalize(note):
+                return {"user.name": note.values["user.name"].strip()}
+
+        The function receives each :class:`Notification` and returns what to
+        write: None (nothing), a dict of sets, or :class:`Writes`. The client
+        answers with ``Complete``; the decorator returns the :class:`Writer`.
+        """
+        def deco(fn):
+            return self.add_writer(fn, name, reads, writes, priority, timeout_ms=timeout_ms,
+                                   notify_initial=notify_initial)
+        return deco
+
+    def add_writer(self, fn: Callable[[Notification], Any], name: str, reads: Iterable[str],
+                   writes: Iterable[str], priority: Optional[int] = None, *, timeout_ms: Optional[int] = None,
+                   notify_initial: bool = False) -> "Writer":
+        """Registers ``fn`` as a writer contract (see :meth:`writer`)."""
+        w = Writer(self, fn, name, _strings(reads, "reads"), _strings(writes, "writes"), priority, timeout_ms,
+                   notify_initial)
+        w._register()
+        with self._state:
+            self._writers.append(w)
+        return w
+
+
+def _shut(conn) -> None:
+    """Closes a connection, waking a thread blocked reading it."""
+    if conn is None:
+        return
+    try:
+        conn.sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    conn.close()
+
+
+def _check_str(x: Any, what: str) -> None:
+    if not isinstance(x, str):
+        raise InvalidArgument(f"{what}: a str, not {type(x).__name__}")
+
+
+def _options(priority: Optional[int], notify_initial: bool, timeout_ms: Optional[int] = None) -> Dict[str, Any]:
+    opts: Dict[str, Any] = {}
+    if priority is not None:
+        if not isinstance(priority, int) or isinstance(priority, bool) or not -2**31 < priority < 2**31:
+            raise InvalidArgument(f"priority: an int32 (not INT32_MIN), not {priority!r}")
+        opts["priority"] = ("i", priority)
+    if notify_initial:
+        opts["notify-initial"] = ("b", True)
+    if timeout_ms is not None:
+        if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or not 0 < timeout_ms < 2**32:
+            raise InvalidArgument(f"timeout_ms: a uint32 > 0, not {timeout_ms!r}")
+        opts["timeout-ms"] = ("u", timeout_ms)
+    return opts
+
+
+class Writer:
+    """A writer contract served by a :class:`Client` (made by
+    :meth:`Client.writer`). ``path`` is its contract path (None while the
+    service is away); it registers again by itself when the service comes
+    back. ``calls``, ``completed`` and ``refused`` count its calls."""
+
+    def __init__(self, client: Client, fn, name, reads, writes, priority, timeout_ms, notify_initial):
+        if not writes:
+            raise InvalidArgument(f"writer {name!r}: a writer needs a non-empty write set (use watch to observe)")
+        _check_str(name, "name")
+        self.client = client
+        self.fn = fn
+        self.name = name
+        self.reads = reads
+        self.writes = writes
+        self.options = _options(priority, notify_initial, timeout_ms)
+        self.path: Optional[str] = None
+        self.calls = 0
+        self.completed = 0
+        self.refused = 0
+
+    def __repr__(self) -> str:
+        return f"<ordo.Writer {self.name!r} {self.path}>"
+
+    def __call__(self, note: Notification):
+        return self.fn(note)
+
+    def _register(self) -> None:
+        self.path = self.client._register(self.name, self.reads, self.writes, self.options, self)
+
+    def _handle(self, note: Notification) -> None:
+        if note.contract != self.path:
+            return
+        self.calls += 1
+        try:
+            result = self.fn(note)
+            if result is None:
+                result = Writes()
+            elif isinstance(result, Mapping):
+                result = Writes(set=result)
+            elif isinstance(result, tuple) and len(result) == 3:
+                result = Writes(*result)
+            elif not isinstance(result, Writes):
+                raise InvalidArgument(f"writer {self.name!r} returned {type(result).__name__}; "
+                                      "return None, a dict of sets or ordo.Writes")
+            body = _writes_body(result.set, result.touch, result.remove)
+        except Exception as e:  # the pass waits for us: answer with nothing
+            self.client.on_error(self, e)
+            body = ({}, [], [])
+        try:
+            self.client.call("Complete", "ota{sv}asas", note.contract, note.txn, *body)
+            self.completed += 1
+        except OrdoError as e:
+            self.refused += 1
+            self.client.on_error(self, e)
+
+    def unregister(self) -> None:
+        """Unregisters the writer (no-op if already gone)."""
+        c = self.client
+        with c._state:
+            if self in c._writers:
+                c._writers.remove(self)
+            path, self.path = self.path, None
+            if path is not None:
+                c._routes.pop(path, None)
+        if path is not None:
+            try:
+                c.unregister(path)
+            except (NotFound, ConnectionLost, Timeout):
+                pass
+
+
+class Watch:
+    """An observer contract as an iterator of :class:`Notification` s, with
+    automatic resume (SPEC §10).
+
+    It remembers ``(epoch, last txn delivered)`` (:attr:`position`). When the
+    service goes away and comes back (a new owner of its name) or the
+    connection is lost and made again (``reconnect=True``, for up to
+    ``reconnect_timeout`` seconds), it registers again and catches up: same
+    epoch -> ``Changes`` since that txn (one ``"changes"`` notification);
+    other epoch -> a full ``Snapshot`` (one ``"snapshot"`` notification).
+    With ``gap_check`` (and a service that has ``Changes``), a ``Notify``
+    whose txn jumps past the last one is checked with ``Changes``: if
+    something was missed (signals dropped by the bus daemon), a ``"changes"``
+    notification covering everything since the last delivered txn replaces
+    it. Transactions already covered by a catch-up are not delivered again.
+    ``resume_from`` starts from a saved position (a restarted program).
+
+    ``next(timeout)`` waits up to ``timeout`` seconds (``TimeoutError`` when
+    nothing came); plain iteration waits forever. ``close()`` (or leaving a
+    ``with`` block) unregisters the contract.
+    """
+
+    def __init__(self, client: Client, patterns, priority, name, initial, resume_from, reconnect,
+                 reconnect_timeout, gap_check):
+        self.client = client
+        self.patterns = patterns
+        self.name = name
+        self.options = _options(priority, True)
+        self.reconnect = reconnect
+        self.reconnect_timeout = reconnect_timeout
+        self.gap_check = gap_check
+        self._q: Deque[Notification] = deque()
+        self._ready: Deque[Notification] = deque()
+        self._path: Optional[str] = None
+        self._stale = False
+        self._closed = False
+        self._epoch: Optional[str] = None
+        self._last: Optional[int] = None
+        self._resume: Optional[Position] = resume_from
+        self._initial = initial
+        with client._state:
+            client._watches.append(self)
+        try:
+            self._start(time.monotonic() + client.timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def path(self) -> Optional[str]:
+        """The contract's path now (None while the service is away)."""
+        return self._path
+
+    @property
+    def position(self) -> Position:
+        """(epoch, last txn delivered): save it to resume later."""
+        return Position(self._epoch, self._last or 0)
+
+    def _start(self, deadline: float) -> None:
+        """Registers (with notify-initial) and catches up from the resume point."""
+        c = self.client
+        self._stale = False
+        self._q.clear()
+        self._epoch_now = c.epoch
+        for attempt in itertools.count():
+            name = self.name or c._fresh_name("watch")
+            try:
+                self._path = c._register(name, self.patterns, (), self.options, self)
+                break
+            except DuplicateName:
+                # our previous connection's contract may not be gone yet
+                if self.name is None or time.monotonic() > deadline:
+                    raise
+                time.sleep(min(0.05 * (attempt + 1), 0.5))
+        first = c._wait(lambda: self._q.popleft() if self._q else None, deadline)
+        self._catch_up(first.txn)
+
+    def _catch_up(self, txn_now: int) -> None:
+        """After (re)registering: from a resume point, same epoch -> Changes,
+        other epoch -> Snapshot; without one, a Snapshot if asked for."""
+        c = self.client
+        resume, initial = self._resume, self._initial
+        self._resume = None
+        self._initial = False
+        self._epoch = self._epoch_now
+        if resume is None and not initial:
+            self._last = txn_now
+            return
+        if resume is not None and resume.epoch is not None and resume.epoch == self._epoch \
+                and c._has_changes is not False:
+            try:
+                ch = c.changes(resume.txn, self.patterns)
+                c._has_changes = True
+            except InvalidArgument:
+                pass  # since > the last committed id: another history; read everything
+            except DBus as e:
+                if e.dbus_name != "org.freedesktop.DBus.Error.UnknownMethod":
+                    raise
+                c._has_changes = False
+            else:
+                self._last = ch.txn
+                keys = tuple(sorted(set(ch.values) | set(ch.removed)))
+                if keys:
+                    self._ready.append(Notification(ch.txn, keys, ch.values, self._path or "", "changes"))
+                return
+        snap = c.snapshot(self.patterns)
+        self._last = snap.txn
+        self._ready.append(Notification(snap.txn, tuple(sorted(snap.counters)), snap.values, self._path or "",
+                                        "snapshot"))
+
+    def _resume_now(self, deadline: float) -> None:
+        """The service or the connection came back: register again, catch up."""
+        c = self.client
+        while True:
+            try:
+                with c._state:
+                    lost = c._lost is not None
+                if lost:
+                    if not self.reconnect or c._closed:
+                        raise c._lost
+                    c.reconnect()
+                c._wait(lambda: c._owner, deadline)
+                self._resume = Position(self._epoch, self._last or 0)
+                self._start(deadline)
+                return
+            except ConnectionLost:
+                if not self.reconnect or c._closed or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+            except Timeout:
+                raise Timeout(f"the service {c.name} did not come back within {self.reconnect_timeout:g} s") \
+                    from None
+
+    def next(self, timeout: Optional[float] = None) -> Notification:
+        """The next notification; waits up to ``timeout`` seconds (None: forever)."""
+        if self._closed:
+            raise StopIteration
+        deadline = None if timeout is None else time.monotonic() + timeout
+        c = self.client
+        while True:
+            if self._ready:
+                return self._ready.popleft()
+            if self._stale or (self.reconnect and c._lost is not None and not c._closed):
+                rd = time.monotonic() + self.reconnect_timeout
+                self._resume_now(rd if deadline is None else min(rd, deadline))
+                continue
+            try:
+                note = c._wait(lambda: self._q.popleft() if self._q else (False if self._stale else None),
+                               deadline)
+            except ConnectionLost:
+                if not self.reconnect or c._closed:
+                    raise
+                continue
+            if note is False:
+                continue
+            self._accept(note)
+
+    def _accept(self, note: Notification) -> None:
+        c = self.client
+        last = self._last or 0
+        if note.txn <= last:
+            return  # covered by a catch-up already
+        if self.gap_check and note.txn > last + 1 and c._has_changes is not False:
+            try:
+                ch = c.changes(last, self.patterns)
+                c._has_changes = True
+            except DBus as e:
+                if e.dbus_name != "org.freedesktop.DBus.Error.UnknownMethod":
+                    raise
+                c._has_changes = False
+            else:
+                keys = set(ch.values) | set(ch.removed)
+                if ch.txn != note.txn or not keys <= set(note.changed):
+                    self._last = ch.txn
+                    self._ready.append(Notification(ch.txn, tuple(sorted(keys)), ch.values, note.contract,
+                                                    "changes"))
+                    return
+        self._last = note.txn
+        self._ready.append(note)
+
+    def __iter__(self) -> Iterator[Notification]:
+        return self
+
+    def __next__(self) -> Notification:
+        return self.next()
+
+    def close(self) -> None:
+        """Unregisters the contract (no-op if already closed)."""
+        if self._closed:
+            return
+        self._closed = True
+        c = self.client
+        with c._state:
+            if self in c._watches:
+                c._watches.remove(self)
+            path, self._path = self._path, None
+            if path is not None:
+                c._routes.pop(path, None)
+        if path is not None:
+            try:
+                c.unregister(path)
+            except (NotFound, ConnectionLost, Timeout):
+                pass
+
+    def __enter__(self) -> "Watch":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+

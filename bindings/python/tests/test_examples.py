@@ -1,0 +1,37 @@
+"""examples/python run against a real ordod, with the installed package."""
+import os
+import subprocess
+import sys
+
+from conftest import ROOT
+
+EXAMPLES = os.path.join(ROOT, "examples", "python")
+
+
+def run(env, *args):
+    e = dict(os.environ, DBUS_SESSION_BUS_ADDRESS=env.address)
+    r = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=60, env=e)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_the_package_is_the_installed_one():
+    import ordo
+    assert os.path.join("bindings", "python", "src") not in ordo.__file__
+
+
+def test_client_example(env):
+    out = run(env, os.path.join(EXAMPLES, "ordo_client.py"))
+    assert "Notify txn=0 changed=[] values={}" in out
+    assert ("Notify txn=1 changed=['doc.title', 'doc.count', 'doc.ratio'] "
+            "values={'doc.title': 'Songs', 'doc.count': 3, 'doc.ratio': 0.5}") in out
+    assert "Notify txn=2 changed=['doc.count', 'doc.selection'] values={'doc.count': 4}" in out
+    assert "doc.count = 4, counter 2" in out
+    assert "as expected: dev.ordo.Error.NotFound" in out
+
+
+def test_writer_example(env):
+    out = run(env, os.path.join(EXAMPLES, "ordo_writer.py"), "--demo")
+    assert "completed txn=1 writes={'user.name': ('s', 'ada lovelace')}" in out
+    assert "committed txn=1; user.name='ada lovelace' counter=1" in out
+    assert "calls=1 completed=1 refused=0" in out
