@@ -359,7 +359,7 @@ public final class Bus: @unchecked Sendable {
   /// No contract check applies: these are the keypaths the contract was
   /// notified of. From a thread that does not own the running transaction,
   /// committed values.
-  package func values(of note: Notification) -> [String: Value] {
+  package func values(of note: ContractNotification) -> [String: Value] {
     gate.lock.lock()
     defer { gate.lock.unlock() }
     let own = gate.isOwner

@@ -25,7 +25,7 @@ public struct ContractFlags: OptionSet, Hashable, Sendable {
 }
 
 /// What a contract's callback receives.
-public struct Notification: Sendable, Hashable {
+public struct ContractNotification: Sendable, Hashable {
   /// The transaction id (the last committed id for an initial call outside
   /// a pass).
   public let transaction: UInt64
@@ -43,7 +43,7 @@ public struct Notification: Sendable, Hashable {
   }
 }
 
-/// The changed keypaths of a ``Notification``: a collection of strings that
+/// The changed keypaths of a ``ContractNotification``: a collection of strings that
 /// holds the common single keypath without allocating. Compares equal to an
 /// array literal (`note.changed == ["a.b"]`); `Array(note.changed)` copies it.
 public struct ChangedKeypaths: RandomAccessCollection, Hashable, Sendable, ExpressibleByArrayLiteral, CustomStringConvertible {
@@ -92,7 +92,7 @@ public struct ChangedKeypaths: RandomAccessCollection, Hashable, Sendable, Expre
 /// may call back into the bus (read, write within its contract, register,
 /// unregister). A thrown error is reported to the bus's failure handler and
 /// does not stop the pass.
-public typealias ContractCallback = @Sendable (Notification) throws -> Void
+public typealias ContractCallback = @Sendable (ContractNotification) throws -> Void
 
 /// The declaration of a contract (SPEC §4).
 public struct ContractSpec: Sendable {

@@ -91,7 +91,7 @@ final class PassRunner {
   /// one (then `c` counts as called in it). Lock held.
   func callInitial(_ c: ContractState) {
     if case .pass = gate.phase { c.calledSerial = serial }
-    call(c, Notification(transaction: store.lastTransaction, contract: c.id, changed: []))
+    call(c, ContractNotification(transaction: store.lastTransaction, contract: c.id, changed: []))
   }
 
   /// Schedules `c`, registered during the running pass with an initial
@@ -202,13 +202,13 @@ final class PassRunner {
       // made later in the pass affect its reads: "read everything".
       c.initialPending = false
       c.clearTriggers()
-      call(c, Notification(transaction: txn, contract: c.id, changed: []))
+      call(c, ContractNotification(transaction: txn, contract: c.id, changed: []))
       return
     }
     let changed = changedKeypaths(for: c)
     c.clearTriggers()
     if changed.isEmpty { return }
-    call(c, Notification(transaction: txn, contract: c.id, changed: changed))
+    call(c, ContractNotification(transaction: txn, contract: c.id, changed: changed))
   }
 
   /// The keypaths a contract is told of at its turn: those that scheduled
@@ -242,7 +242,7 @@ final class PassRunner {
 
   /// Calls a contract's callback without holding the lock. Lock held on
   /// entry and on return.
-  private func call(_ c: ContractState, _ note: Notification) {
+  private func call(_ c: ContractState, _ note: ContractNotification) {
     c.calls += 1
     c.lastTransaction = note.transaction
     notifications += 1

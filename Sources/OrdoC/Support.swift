@@ -342,7 +342,7 @@ final class CContract: @unchecked Sendable {
 
   /// Calls the C callback with a notification whose keypaths live in one
   /// temporary buffer: a NULL-terminated pointer array, then the strings.
-  func invoke(_ note: Notification) {
+  func invoke(_ note: ContractNotification) {
     guard owner.enter(self, note.contract) else { return }
     defer { owner.leave(self) }
     let bus = owner.handle

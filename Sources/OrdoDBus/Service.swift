@@ -775,7 +775,7 @@ public final class DBusService: @unchecked Sendable {
   /// on its own thread) the callback waits on a condition variable; the
   /// service thread parks the `Complete` and queues `Register`,
   /// `Unregister` and `Commit` (they would wait for the bus this pass holds).
-  private func writerCall(owner: String, name: String, timeoutMs: UInt32, _ note: Notification) throws {
+  private func writerCall(owner: String, name: String, timeoutMs: UInt32, _ note: ContractNotification) throws {
     let onLoop = link.isLoopThread
     if onLoop, let r = initialRegister, !r.replied, let ret = r.call.methodReturn({ $0.objectPath(ordoContractPathPrefix + String(note.contract)) }) {
       link.send(ret)
@@ -835,7 +835,7 @@ public final class DBusService: @unchecked Sendable {
   }
 
   /// Sends a remote contract's `Notify`. Runs on the committing thread.
-  private func notify(owner: String, _ note: Notification, droppable: Bool = true) {
+  private func notify(owner: String, _ note: ContractNotification, droppable: Bool = true) {
     var changed = note.changed
     var entries: [(String, Value)] = []
     var size = 64

@@ -5,7 +5,7 @@ import Ordo
 // transaction in the order SPEC §4 defines.
 
 /// Prints one line per call, with what the contract saw.
-@Sendable func show(_ bus: Bus, _ name: String, _ note: Notification) {
+@Sendable func show(_ bus: Bus, _ name: String, _ note: ContractNotification) {
   print("  txn \(note.transaction)  \(name.padding(16))  changed: \(note.changed.joined(separator: ", "))")
 }
 

@@ -22,7 +22,7 @@ import Testing
 
   @Test func notificationCarriesIdsAndChangedKeypathsAsWritten() throws {
     let bus = Bus()
-    let seen = Box<[Ordo.Notification]>([])
+    let seen = Box<[ContractNotification]>([])
     let h = try bus.register(name: "c", reads: ["doc.items.*.name", "doc.title"]) { n in seen.mutate { $0.append(n) } }
     try bus.commitWith {
       try bus.set("doc.items.3.name", .string("x"))
@@ -31,8 +31,8 @@ import Testing
     }
     try bus.commitWith { try bus.touch("doc") }
     #expect(seen.value == [
-      Ordo.Notification(transaction: 1, contract: h.id, changed: ["doc.items.3.name"]),
-      Ordo.Notification(transaction: 2, contract: h.id, changed: ["doc"]),
+      ContractNotification(transaction: 1, contract: h.id, changed: ["doc.items.3.name"]),
+      ContractNotification(transaction: 2, contract: h.id, changed: ["doc"]),
     ])
   }
 

@@ -28,7 +28,7 @@ struct Call: Equatable, CustomStringConvertible {
 /// Records contract calls in order; thread-safe.
 final class Calls: @unchecked Sendable {
   private let box = Box<[Call]>([])
-  func add(_ name: String, _ n: Ordo.Notification) {
+  func add(_ name: String, _ n: ContractNotification) {
     box.mutate { $0.append(Call(name: name, changed: Array(n.changed), txn: n.transaction)) }
   }
   var all: [Call] { box.value }
@@ -43,7 +43,7 @@ extension Bus {
   @discardableResult
   func watch(
     _ calls: Calls, _ name: String, reads: [String], writes: [String] = [], priority: Int32? = nil,
-    flags: ContractFlags = [], _ body: @escaping @Sendable (Ordo.Notification) throws -> Void = { _ in }
+    flags: ContractFlags = [], _ body: @escaping @Sendable (ContractNotification) throws -> Void = { _ in }
   ) throws -> ContractHandle {
     try register(name: name, reads: reads, writes: writes, priority: priority, flags: flags) { note in
       calls.add(name, note)

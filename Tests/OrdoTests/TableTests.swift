@@ -177,7 +177,7 @@ import Testing
     #expect(calls.takeNames() == ["sweeper"])
   }
 
-  /// `Notification.changed` is a collection, not an array: it must still
+  /// `ContractNotification.changed` is a collection, not an array: it must still
   /// compare, print, count and copy as the array it stands for.
   @Test func changedKeypathsBehaveAsTheirArray() throws {
     let bus = Bus()
