@@ -13,15 +13,43 @@ public enum ConformanceRunner {
     public let failure: String?
   }
 
+  /// How a run reaches keypaths.
+  public enum Access: Sendable {
+    /// Every keypath as a string.
+    case strings
+    /// `set`, `touch`, `remove`, `remove_tree`, `get` and `counter` resolve
+    /// the keypath into a ``Handle`` and go through it (SPEC §13).
+    case handles
+  }
+
   /// Runs one scenario; returns nil when it passes, or the first difference.
-  public static func run(_ scenario: Scenario) -> String? {
-    let state = RunState(bus: Bus())
+  public static func run(_ scenario: Scenario, access: Access = .strings) -> String? {
+    record(scenario, access: access).failure
+  }
+
+  /// Runs one scenario; returns the first difference (nil when it passes)
+  /// and every contract call made, as `name [changed] txn` lines.
+  public static func record(_ scenario: Scenario, access: Access) -> (failure: String?, calls: [String]) {
+    let state = RunState(bus: Bus(), access: access)
     do {
       for step in scenario.steps {
         try state.perform(step, inCallback: false)
       }
     } catch {
-      return "\(error)"
+      return ("\(error)", state.allCalls)
+    }
+    return (nil, state.allCalls)
+  }
+
+  /// Runs a scenario through keypath strings and through handles: both must
+  /// pass and make the same calls. Returns nil, or what differed.
+  public static func runBothWays(_ scenario: Scenario) -> String? {
+    let strings = record(scenario, access: .strings)
+    if let f = strings.failure { return "through keypath strings: \(f)" }
+    let handles = record(scenario, access: .handles)
+    if let f = handles.failure { return "through handles: \(f)" }
+    if strings.calls != handles.calls {
+      return "the calls through handles differ from those through strings:\n  strings: \(strings.calls)\n  handles: \(handles.calls)"
     }
     return nil
   }
@@ -31,7 +59,7 @@ public enum ConformanceRunner {
     var out: [Outcome] = []
     for dir in directories {
       for s in try Scenario.load(directory: dir) {
-        out.append(Outcome(name: s.name, source: s.source, failure: run(s)))
+        out.append(Outcome(name: s.name, source: s.source, failure: runBothWays(s)))
       }
     }
     return out
@@ -54,8 +82,22 @@ final class RunState: @unchecked Sendable {
   /// Failures of on_notify actions, reported by the enclosing step.
   private var actionFailures: [String] = []
   var handles: [String: ContractHandle] = [:]
+  let access: ConformanceRunner.Access
 
-  init(bus: Bus) { self.bus = bus }
+  init(bus: Bus, access: ConformanceRunner.Access = .strings) {
+    self.bus = bus
+    self.access = access
+  }
+
+  /// Every call recorded so far, one line each.
+  var allCalls: [String] {
+    lock.withLock { calls.map { "\($0.contract) \($0.changed) \($0.txn)" } }
+  }
+
+  /// The handle of a keypath, when this run goes through handles.
+  private func handle(_ key: String) throws -> Handle? {
+    access == .handles ? try bus.resolve(key) : nil
+  }
 
   func record(_ call: RecordedCall) {
     lock.withLock { calls.append(call) }
@@ -183,21 +225,30 @@ final class RunState: @unchecked Sendable {
       try bus.rollback()
       return nil
     case "set":
-      try bus.set(try step.string("key"), try step.value("value"))
+      let key = try step.string("key")
+      let v = try step.value("value")
+      if let h = try handle(key) { try bus.set(h, v) } else { try bus.set(key, v) }
       return nil
     case "touch":
-      try bus.touch(try step.string("key"))
+      let key = try step.string("key")
+      if let h = try handle(key) { try bus.touch(h) } else { try bus.touch(key) }
       return nil
     case "remove":
-      try bus.remove(try step.string("key"))
+      let key = try step.string("key")
+      if let h = try handle(key) { try bus.remove(h) } else { try bus.remove(key) }
       return nil
     case "remove_tree":
-      try bus.removeTree(try step.string("key"))
+      let key = try step.string("key")
+      if let h = try handle(key) { try bus.removeTree(h) } else { try bus.removeTree(key) }
       return nil
     case "get":
-      return try bus.get(try step.string("key"))
+      let key = try step.string("key")
+      if let h = try handle(key) { return try bus.get(h) }
+      return try bus.get(key)
     case "counter":
-      return try bus.counter(try step.string("key"))
+      let key = try step.string("key")
+      if let h = try handle(key) { return try bus.counter(h) }
+      return try bus.counter(key)
     default:
       throw ScenarioError("\(step.location): unknown op")
     }

@@ -32,6 +32,15 @@ import Testing
     #expect(failure == nil, "\(failure ?? "")")
   }
 
+  /// SPEC §13: handles obey every rule exactly as keypath strings do — each
+  /// scenario passes through handles and makes the same calls.
+  @Test(arguments: allFiles)
+  func scenarioThroughHandles(_ path: String) throws {
+    let s = try Scenario(json: Data(contentsOf: URL(fileURLWithPath: path)), source: path)
+    let failure = ConformanceRunner.runBothWays(s)
+    #expect(failure == nil, "\(failure ?? "")")
+  }
+
   @Test func runnerOverDirectories() throws {
     var dirs = [Self.own]
     if FileManager.default.fileExists(atPath: Self.shared) { dirs.append(Self.shared) }
