@@ -115,3 +115,34 @@ stress:
 	  --filter 'OrdoDifferentialTests\.(DifferentialTests|ThreadStressTests)'
 
 TEST_TARGETS += test-fuzz test-tsan
+
+# --- The C ABI under ThreadSanitizer -----------------------------------------
+#
+# libordo.so built with -sanitize=thread (debug, dynamic Swift runtime) and
+# the C tests that use threads built with the toolchain's clang and
+# -fsanitize=thread: the C shim's lock-free callback entry (docs/reliability.md)
+# under a race detector. A canary with a deliberate race must be reported
+# first, so a sanitizer that is not on fails the rule. (The canary links
+# libordo.so too: the shared TSan runtime needs its libdispatch.)
+
+CTSAN_SCRATCH ?= .build-ctsan
+CTSAN_CC ?= $(dir $(shell command -v $(SWIFT) 2>/dev/null || echo /opt/swift/usr/bin/swift))clang
+CTSAN_TESTS := test_contracts regress_unregister_scheduled test_handles
+
+.PHONY: test-c-tsan
+TEST_TARGETS += test-c-tsan
+
+test-c-tsan: deps
+	$(SWIFT) build $(SWIFTFLAGS) --product ordo --sanitize=thread --scratch-path $(CTSAN_SCRATCH)
+	@set -e; lib=$$(dirname $$(find $(CURDIR)/$(CTSAN_SCRATCH) -name libordo.so -path '*debug*' | head -n 1)); \
+	rt=$$(dirname $$($(CTSAN_CC) -print-file-name=libclang_rt.tsan-x86_64.so)); \
+	flags="-std=c99 -Wall -Wextra -Werror -g -fsanitize=thread -shared-libsan -Iinclude -Wl,-rpath,$$rt"; \
+	$(CTSAN_CC) $$flags -o $(CTSAN_SCRATCH)/tsan_canary Tests/C/tsan_canary.c -Wl,--no-as-needed -L$$lib -lordo -Wl,-rpath,$$lib -lpthread; \
+	if TSAN_OPTIONS=exitcode=66 $(CTSAN_SCRATCH)/tsan_canary >$(CTSAN_SCRATCH)/canary.log 2>&1 || [ $$? -ne 66 ] \
+	   || ! grep -q "data race" $(CTSAN_SCRATCH)/canary.log; then \
+	  echo "test-c-tsan: ThreadSanitizer did not report the canary's race"; cat $(CTSAN_SCRATCH)/canary.log; exit 1; fi; \
+	for t in $(CTSAN_TESTS); do \
+	  $(CTSAN_CC) $$flags -o $(CTSAN_SCRATCH)/$$t Tests/C/$$t.c -L$$lib -lordo -Wl,-rpath,$$lib -lpthread; \
+	  TSAN_OPTIONS="halt_on_error=1 exitcode=66" $(CTSAN_SCRATCH)/$$t; \
+	done; \
+	echo "test-c-tsan: the canary's race was reported; $(CTSAN_TESTS) ran clean under ThreadSanitizer"
