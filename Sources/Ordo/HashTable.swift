@@ -109,6 +109,12 @@ struct UnretainedTable<T: TableEntry> {
   /// Entries plus removed marks.
   private var used = 0
 
+  #if DEBUG
+  /// Debug builds check the owner's promise: every listed object is alive
+  /// when the table hands it out (see ``Unretained``).
+  private var alive: [UInt: Unretained<T>] = [:]
+  #endif
+
   private static var empty: UInt { 0 }
   private static var removed: UInt { 1 }
 
@@ -130,6 +136,9 @@ struct UnretainedTable<T: TableEntry> {
       if slot == Self.empty { return nil }
       if slot != Self.removed {
         let u = Self.object(slot)
+        #if DEBUG
+        _ = alive[slot]?.object
+        #endif
         if u._withUnsafeGuaranteedRef({ $0.mayHave(h) && matches($0) }) { return u }
       }
       i = (i + 1) & mask
@@ -139,8 +148,12 @@ struct UnretainedTable<T: TableEntry> {
   /// Adds an entry whose key is not in the table.
   mutating func insert(_ x: T) {
     if (used + 1) * 4 > slots.count * 3 { resize(minimum: count + 1) }
-    put(UInt(bitPattern: Unmanaged.passUnretained(x).toOpaque()), x.tableHash)
+    let slot = UInt(bitPattern: Unmanaged.passUnretained(x).toOpaque())
+    put(slot, x.tableHash)
     count += 1
+    #if DEBUG
+    alive[slot] = Unretained(x)
+    #endif
   }
 
   private mutating func put(_ slot: UInt, _ h: UInt64) {
@@ -159,6 +172,9 @@ struct UnretainedTable<T: TableEntry> {
     var i = Int(truncatingIfNeeded: x.tableHash >> shift)
     while slots[i] != Self.empty {
       if slots[i] == target {
+        #if DEBUG
+        alive[target] = nil
+        #endif
         slots[i] = Self.removed
         count -= 1
         if count == 0 {
