@@ -199,8 +199,10 @@ case "contracts":
       let f = Dictionary(c, uniquingKeysWith: { a, _ in a })
       let rank = f["priority"].map { "priority=\($0)" } ?? "level=\(f["level"]?.description ?? "0")"
       let owner = f["owner"]?.description ?? ""
+      // A writer: its timeout and whether it is suspended (docs/reliability.md).
+      let writer = f["timeout-ms"].map { " timeout-ms=\($0) suspended=\(f["suspended"]?.description ?? "false")" } ?? ""
       out(
-        "\(f["path"]?.description ?? "?") name=\(ValueText.json(f["name"]?.description ?? "")) kind=\(f["kind"]?.description ?? "?") \(rank) owner=\(owner.isEmpty ? "-" : owner) reads=\(f["reads"]?.description ?? "[]") writes=\(f["writes"]?.description ?? "[]") calls=\(f["calls"]?.description ?? "0")"
+        "\(f["path"]?.description ?? "?") name=\(ValueText.json(f["name"]?.description ?? "")) kind=\(f["kind"]?.description ?? "?") \(rank) owner=\(owner.isEmpty ? "-" : owner) reads=\(f["reads"]?.description ?? "[]") writes=\(f["writes"]?.description ?? "[]") calls=\(f["calls"]?.description ?? "0")\(writer)"
       )
     }
   }
