@@ -8,7 +8,7 @@ import Glibc
 #endif
 
 let usage = """
-  usage: ordoctl [--address ADDR] [--name NAME] [--timeout MS] COMMAND [ARGS…]
+  usage: ordoctl [--address ADDR | --system] [--name NAME] [--timeout MS] COMMAND [ARGS…]
 
   commands:
     get KEY…                       print values (one KEY: the value alone)
@@ -27,7 +27,7 @@ let usage = """
   prefix true/false are bools, integers int64, numbers with . or e doubles, the
   rest strings.
 
-  The bus: --address, else DBUS_SESSION_BUS_ADDRESS; the service: --name (default dev.ordo.Bus).
+  The bus: --address, --system, else DBUS_SESSION_BUS_ADDRESS; the service: --name (default dev.ordo.Bus).
 
   """
 
@@ -62,6 +62,9 @@ while let a = args.first, a.hasPrefix("-") {
   case "--address":
     guard !args.isEmpty else { fail("--address needs a value", code: 2) }
     address = args.removeFirst()
+  case "--system":
+    // The system bus: its address from the environment or the standard socket.
+    address = getenv("DBUS_SYSTEM_BUS_ADDRESS").map { String(cString: $0) } ?? "unix:path=/var/run/dbus/system_bus_socket"
   case "--name":
     guard !args.isEmpty else { fail("--name needs a value", code: 2) }
     service = args.removeFirst()

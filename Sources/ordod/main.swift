@@ -103,6 +103,13 @@ let logger: @Sendable (LogLevel, String) -> Void = { l, message in
 }
 
 var daemon: PrivateDaemon?
+// Started by D-Bus activation on a bus other than the system bus: serve
+// the bus that started us.
+if address == nil && !systemBus, let starter = getenv("DBUS_STARTER_ADDRESS").map({ String(cString: $0) }), !starter.isEmpty,
+  getenv("DBUS_STARTER_BUS_TYPE").map({ String(cString: $0) }) != "system"
+{
+  address = starter
+}
 if address == nil && !systemBus {
   let session = getenv("DBUS_SESSION_BUS_ADDRESS").map { String(cString: $0) } ?? ""
   if forcePrivate || session.isEmpty {
