@@ -116,6 +116,9 @@ DAEMON_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Con
   </policy>
   <limit name="max_outgoing_bytes">{max_outgoing}</limit>
   <limit name="max_message_size">134217728</limit>
+  <!-- as the standard session.conf: pipelined calls beyond the built-in 128
+       pending replies would get LimitsExceeded from the daemon -->
+  <limit name="max_replies_per_connection">50000</limit>
 </busconfig>
 """
 
