@@ -45,7 +45,7 @@ $(LIBORDO_MAP): mk/c.mk
 libordo: deps $(LIBORDO_MAP)
 	$(SWIFT) build $(SWIFTFLAGS) $(LIBORDO_FLAGS)
 
-install: libordo
+install: libordo install-service
 	$(INSTALL) -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	$(INSTALL) -m 0755 $(LIBORDO) $(DESTDIR)$(LIBDIR)/$(LIBORDO_SONAME)
 	$(if $(C_STRIP),strip --strip-unneeded $(DESTDIR)$(LIBDIR)/$(LIBORDO_SONAME))
@@ -68,7 +68,7 @@ install: libordo
 install-strip:
 	$(MAKE) --no-print-directory install C_STRIP=1
 
-uninstall:
+uninstall: uninstall-service
 	rm -f $(DESTDIR)$(LIBDIR)/$(LIBORDO_SONAME) $(DESTDIR)$(LIBDIR)/libordo.so \
 	  $(DESTDIR)$(INCLUDEDIR)/ordo.h $(DESTDIR)$(PKGCONFIGDIR)/ordo.pc
 

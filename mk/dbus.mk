@@ -8,8 +8,10 @@ RUN_TARGET := run-ordod
 TEST_TARGETS += test-dbus
 
 # What the D-Bus tests run besides the build: the bus daemon and the stock
-# clients (dbus-send: dbus-bin, gdbus: libglib2.0-bin, busctl: systemd).
-DBUS_TEST_PACKAGES := dbus-daemon dbus-bin libglib2.0-bin systemd python3
+# clients (dbus-send: dbus-bin, gdbus: libglib2.0-bin, busctl: systemd);
+# setpriv (util-linux) runs the policy tests' client as nobody, with the
+# system python3 (it cannot read root's own Python).
+DBUS_TEST_PACKAGES := dbus-daemon dbus-bin libglib2.0-bin systemd python3 util-linux
 
 .PHONY: run-ordod test-dbus dbus-introspection
 
@@ -22,6 +24,8 @@ test-dbus: build
 	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 1200 python3 Tests/DBus/test_dbus.py
 	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 600 python3 Tests/DBus/test_writers.py
 	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 300 python3 Tests/DBus/test_hostile.py
+	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 300 python3 Tests/DBus/test_liveness.py
+	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 300 python3 Tests/DBus/test_policy.py
 
 # Regenerates the embedded copy of docs/dev.ordo.Bus1.xml after editing it.
 dbus-introspection:

@@ -22,7 +22,7 @@ public struct OrdoRemoteError: Error, Hashable, Sendable, CustomStringConvertibl
 
   /// The Ordo code for a `dev.ordo.Error.<Name>`, if it is one.
   public var code: OrdoError.Code? {
-    let prefix = "dev.ordo.Error."
+    let prefix = DBusErrorName.prefix
     guard name.hasPrefix(prefix) else { return nil }
     let n = name.dropFirst(prefix.count)
     return OrdoError.Code.allCases.first { $0.camelName == n }
@@ -103,6 +103,10 @@ public final class OrdoClient {
   /// and the error. None of that `Complete`'s writes was applied.
   public var onCompleteError: ((String, UInt64, OrdoRemoteError) -> Void)?
   private var open = true
+  /// The unique name that owns ``destination`` now: `Notify` signals are
+  /// accepted from it only (any peer can send a signal to this connection).
+  public private(set) var serviceOwner: String?
+  private var followingOwner = false
 
   /// Connects to `address` (nil: the session bus from
   /// `DBUS_SESSION_BUS_ADDRESS`).
@@ -114,18 +118,48 @@ public final class OrdoClient {
     dbus_error_init(&err)
     defer { dbus_error_free(&err) }
     guard let address = address ?? getenv("DBUS_SESSION_BUS_ADDRESS").map({ String(cString: $0) }), !address.isEmpty else {
-      throw OrdoRemoteError(name: "dev.ordo.Error.Dbus", message: "no bus to connect to: DBUS_SESSION_BUS_ADDRESS is not set; pass an address")
+      throw OrdoRemoteError(name: DBusErrorName.dbus, message: "no bus to connect to: DBUS_SESSION_BUS_ADDRESS is not set; pass an address")
     }
     guard let c = dbus_connection_open_private(address, &err) else {
-      throw OrdoRemoteError(name: "dev.ordo.Error.Dbus", message: "cannot connect to \(address): \(err.message.map { String(cString: $0) } ?? "unknown error")")
+      throw OrdoRemoteError(name: DBusErrorName.dbus, message: "cannot connect to \(address): \(err.message.map { String(cString: $0) } ?? "unknown error")")
     }
     if dbus_bus_register(c, &err) == 0 {
       dbus_connection_close(c)
       dbus_connection_unref(c)
-      throw OrdoRemoteError(name: "dev.ordo.Error.Dbus", message: "cannot register with the bus at \(address): \(err.message.map { String(cString: $0) } ?? "unknown error")")
+      throw OrdoRemoteError(name: DBusErrorName.dbus, message: "cannot register with the bus at \(address): \(err.message.map { String(cString: $0) } ?? "unknown error")")
     }
     dbus_connection_set_exit_on_disconnect(c, 0)
     conn = c
+    if name.hasPrefix(":") { serviceOwner = name }
+  }
+
+  /// Learns who owns the service's name (`GetNameOwner`) and follows its
+  /// changes (`NameOwnerChanged` from the bus daemon): done once, before
+  /// the first contract is registered.
+  private func followOwner() {
+    guard !followingOwner, !destination.hasPrefix(":") else { return }
+    followingOwner = true
+    var err = DBusError()
+    dbus_error_init(&err)
+    defer { dbus_error_free(&err) }
+    dbus_bus_add_match(
+      conn,
+      "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(destination)'",
+      &err)
+    dbus_error_free(&err)
+    dbus_error_init(&err)
+    guard
+      let m = DBusMessageRef.methodCall(
+        destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus", member: "GetNameOwner")
+    else { return }
+    var w = m.writer()
+    w.string(destination)
+    // No owner yet (the service is started by activation): the reply to
+    // the first call names it.
+    guard let r = dbus_connection_send_with_reply_and_block(conn, m.raw, timeoutMs, &err) else { return }
+    let reply = DBusMessageRef(owning: r)
+    var rd = reply.reader()
+    if reply.signature == "s", let owner = try? rd.string("owner") { serviceOwner = owner }
   }
 
   deinit { close() }
@@ -146,7 +180,7 @@ public final class OrdoClient {
 
   private func call(_ member: String, interface: String = ordoInterface, _ build: (inout MessageWriter) -> Void) throws(OrdoRemoteError) -> DBusMessageRef {
     guard let m = DBusMessageRef.methodCall(destination: destination, path: ordoObjectPath, interface: interface, member: member) else {
-      throw OrdoRemoteError(name: "dev.ordo.Error.Dbus", message: "cannot build a \(member) call")
+      throw OrdoRemoteError(name: DBusErrorName.dbus, message: "cannot build a \(member) call")
     }
     var w = m.writer()
     build(&w)
@@ -155,14 +189,16 @@ public final class OrdoClient {
     defer { dbus_error_free(&err) }
     guard let r = dbus_connection_send_with_reply_and_block(conn, m.raw, timeoutMs, &err) else {
       throw OrdoRemoteError(
-        name: err.name.map { String(cString: $0) } ?? "org.freedesktop.DBus.Error.Failed",
+        name: err.name.map { String(cString: $0) } ?? DBusErrorName.failed,
         message: err.message.map { String(cString: $0) } ?? "\(member) failed")
     }
-    return DBusMessageRef(owning: r)
+    let reply = DBusMessageRef(owning: r)
+    if followingOwner, serviceOwner == nil, let s = reply.sender { serviceOwner = s }
+    return reply
   }
 
   private static func bad(_ what: String) -> OrdoRemoteError {
-    OrdoRemoteError(name: "org.freedesktop.DBus.Error.InvalidSignature", message: "unexpected reply to \(what)")
+    OrdoRemoteError(name: DBusErrorName.invalidSignature, message: "unexpected reply to \(what)")
   }
 
   /// Registers an observer contract whose `Notify` signals call `callback`
@@ -172,6 +208,7 @@ public final class OrdoClient {
     name: String, reads: [String], priority: Int32? = nil, notifyInitial: Bool = false,
     _ callback: @escaping (RemoteNotification) -> Void
   ) throws(OrdoRemoteError) -> String {
+    followOwner()
     let r = try call("Register") { w in
       w.string(name)
       w.stringArray(reads)
@@ -200,6 +237,7 @@ public final class OrdoClient {
     name: String, reads: [String], writes: [String], priority: Int32? = nil, notifyInitial: Bool = false,
     timeoutMs: UInt32? = nil, _ body: @escaping (RemoteNotification) -> RemoteWrites
   ) throws(OrdoRemoteError) -> String {
+    followOwner()
     let r = try call("Register") { w in
       w.string(name)
       w.stringArray(reads)
@@ -375,8 +413,17 @@ public final class OrdoClient {
     var any = false
     while let raw = dbus_connection_pop_message(conn) {
       let m = DBusMessageRef(owning: raw)
-      guard m.type == ORDO_DBUS_MESSAGE_TYPE_SIGNAL, m.member == "Notify", m.interface == ordoInterface,
-        m.signature == "otasa{sv}"
+      guard m.type == ORDO_DBUS_MESSAGE_TYPE_SIGNAL else { continue }
+      if m.sender == "org.freedesktop.DBus", m.member == "NameOwnerChanged", m.signature == "sss" {
+        var r = m.reader()
+        if let name = try? r.string("name"), name == destination, let _ = try? r.string("old"), let new = try? r.string("new") {
+          serviceOwner = new.isEmpty ? nil : new
+        }
+        continue
+      }
+      // Only the service's current owner sends real Notify signals.
+      guard m.member == "Notify", m.interface == ordoInterface, m.signature == "otasa{sv}",
+        let owner = serviceOwner, m.sender == owner, m.path == ordoObjectPath
       else { continue }
       var r = m.reader()
       guard let path = try? r.string("contract") else { continue }

@@ -53,9 +53,9 @@ final class Link: @unchecked Sendable {
   /// Messages handed to libdbus so far.
   var sent: UInt64 { sentCount.load(ordering: .relaxed) }
 
-  /// Connects to `address` (nil: the session bus) and registers with the
-  /// bus daemon.
-  init(address: String?) throws(OrdoError) {
+  /// Connects to `address` (nil: the session bus, or with `system` the
+  /// system bus) and registers with the bus daemon.
+  init(address: String?, system: Bool = false) throws(OrdoError) {
     dbus_threads_init_default()
     var err = DBusError()
     dbus_error_init(&err)
@@ -68,6 +68,8 @@ final class Link: @unchecked Sendable {
         dbus_connection_unref(conn)
         c = nil
       }
+    } else if system {
+      c = dbus_bus_get_private(DBUS_BUS_SYSTEM, &err)
     } else if getenv("DBUS_SESSION_BUS_ADDRESS").map({ $0.pointee != 0 }) == true {
       c = dbus_bus_get_private(DBUS_BUS_SESSION, &err)
     } else {
@@ -75,7 +77,7 @@ final class Link: @unchecked Sendable {
     }
     guard let conn = c else {
       let what = err.message.map { String(cString: $0) } ?? "unknown error"
-      throw OrdoError(.dbus, "cannot connect to \(address.map { "D-Bus at \($0)" } ?? "the session bus"): \(what)")
+      throw OrdoError(.dbus, "cannot connect to \(address.map { "D-Bus at \($0)" } ?? (system ? "the system bus" : "the session bus")): \(what)")
     }
     self.conn = conn
     self.uniqueName = dbus_bus_get_unique_name(conn).map { String(cString: $0) } ?? ""
@@ -363,7 +365,7 @@ final class Link: @unchecked Sendable {
     dbus_error_init(&err)
     defer { dbus_error_free(&err) }
     guard let r = dbus_connection_send_with_reply_and_block(conn, m.raw, timeoutMs, &err) else {
-      let name = err.name.map { String(cString: $0) } ?? "org.freedesktop.DBus.Error.Failed"
+      let name = err.name.map { String(cString: $0) } ?? DBusErrorName.failed
       let msg = err.message.map { String(cString: $0) } ?? "no reply"
       throw OrdoError(.dbus, "\(m.member ?? "call") failed: \(name): \(msg)")
     }

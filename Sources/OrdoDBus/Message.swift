@@ -299,7 +299,30 @@ struct MessageWriter {
   mutating func entry(_ k: String, strings v: [String]) { entry(k, "as") { $0.stringArray(v) } }
 }
 
-/// A failure to report to a D-Bus caller.
+/// Every D-Bus error name the service and its clients use, in one table.
+/// `dev.ordo.Error.<Name>` names follow the C status names (SPEC §7).
+public enum DBusErrorName {
+  /// `dev.ordo.Error.<Name>` for a status code (`CONTRACT_VIOLATION` →
+  /// `dev.ordo.Error.ContractViolation`).
+  public static func ordo(_ code: OrdoError.Code) -> String { prefix + code.camelName }
+  /// The prefix of Ordo's own error names.
+  public static let prefix = "dev.ordo.Error."
+  public static let accessDenied = prefix + "AccessDenied"
+  /// A `Complete` for a call that is not awaited (timed out, answered, wrong txn).
+  public static let stale = prefix + "Stale"
+  /// A D-Bus level failure (no bus, the service stopped before a call ran).
+  public static let dbus = prefix + "Dbus"
+  public static let invalidArgs = "org.freedesktop.DBus.Error.InvalidArgs"
+  public static let invalidSignature = "org.freedesktop.DBus.Error.InvalidSignature"
+  public static let unknownMethod = "org.freedesktop.DBus.Error.UnknownMethod"
+  public static let unknownObject = "org.freedesktop.DBus.Error.UnknownObject"
+  public static let unknownInterface = "org.freedesktop.DBus.Error.UnknownInterface"
+  public static let unknownProperty = "org.freedesktop.DBus.Error.UnknownProperty"
+  public static let propertyReadOnly = "org.freedesktop.DBus.Error.PropertyReadOnly"
+  public static let failed = "org.freedesktop.DBus.Error.Failed"
+}
+
+/// An error reply of the service: a name from ``DBusErrorName`` and a message.
 enum OrdoServiceError: Error {
   /// `dev.ordo.Error.<Name>`.
   case ordo(OrdoError)
@@ -307,14 +330,14 @@ enum OrdoServiceError: Error {
   case invalidArgs(String)
   /// `dev.ordo.Error.AccessDenied`.
   case accessDenied(String)
-  /// Another standard error name.
+  /// Another name of ``DBusErrorName``.
   case other(name: String, message: String)
 
   var name: String {
     switch self {
-    case .ordo(let e): "dev.ordo.Error." + e.code.camelName
-    case .invalidArgs: "org.freedesktop.DBus.Error.InvalidArgs"
-    case .accessDenied: "dev.ordo.Error.AccessDenied"
+    case .ordo(let e): DBusErrorName.ordo(e.code)
+    case .invalidArgs: DBusErrorName.invalidArgs
+    case .accessDenied: DBusErrorName.accessDenied
     case .other(let name, _): name
     }
   }

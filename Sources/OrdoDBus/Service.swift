@@ -42,9 +42,11 @@ public struct ServiceLimits: Sendable, Hashable {
   /// How long the pass waits for a writer contract's `Complete` when its
   /// `Register` gives no `timeout-ms` option.
   public var defaultWriterTimeoutMs: UInt32 = 2000
-  /// The largest `timeout-ms` a writer contract may ask for: a peer that
-  /// never answers delays each pass it is called in by at most this.
-  public var maxWriterTimeoutMs: UInt32 = 60_000
+  /// The largest `timeout-ms` a writer contract may ask for. A peer whose
+  /// writers do not answer delays a pass by at most its largest timeout,
+  /// once: then its writers are suspended until it calls the service again
+  /// (SPEC §12, docs/reliability.md).
+  public var maxWriterTimeoutMs: UInt32 = 5000
 
   /// The defaults.
   public init() {}
@@ -104,11 +106,12 @@ public final class DBusService: @unchecked Sendable {
   private let stopFlag = Atomic<Bool>(false)
   private var closed = false
 
-  // Loop-thread state: who registered which contract.
-  private var ownerOf: [ContractID: String] = [:]
-  private var byPeer: [String: Set<ContractID>] = [:]
-  /// Writer contracts (non-empty write set) and their timeouts in ms.
-  private var timeoutOf: [ContractID: UInt32] = [:]
+  /// Loop-thread state: the remote contracts, indexed by id and by peer.
+  private var remote = RemoteContracts()
+  /// The access policy (nil: every peer has every right). Any thread.
+  private let policyBox: PThreadLocked<Policy?>
+  /// Whether a policy is in force (so that peers' identities are fetched).
+  private let policyOn = Atomic<Bool>(false)
 
   // Writer contracts: the awaited call, and the calls queued meanwhile.
   private let slot = WaitSlot()
@@ -142,15 +145,21 @@ public final class DBusService: @unchecked Sendable {
   private let completes = Atomic<UInt64>(0)
   private let completesRefused = Atomic<UInt64>(0)
   private let timeouts = Atomic<UInt64>(0)
+  private let writersSkipped = Atomic<UInt64>(0)
+  private let suspensions = Atomic<UInt64>(0)
+  private var resumes: UInt64 = 0
+  private var accessDenied: UInt64 = 0
 
-  /// Connects to `address` (nil: the session bus), owns `name` and starts
-  /// answering on the thread that then calls ``run()`` or
-  /// ``dispatch(timeoutMs:)``.
+  /// Connects to `address` (nil: the session bus; `systemBus`: the system
+  /// bus), owns `name` and starts answering on the thread that then calls
+  /// ``run()`` or ``dispatch(timeoutMs:)``. With a `policy`, each peer has
+  /// the rights it grants to its uid and gids (``setPolicy(_:)`` replaces it).
   ///
   /// - Throws: ``OrdoError/Code/dbus`` when the bus cannot be reached or the
   ///   name is owned by another connection.
   public init(
-    bus: Bus, address: String? = nil, name: String = ordoDefaultName, limits: ServiceLimits = ServiceLimits(),
+    bus: Bus, address: String? = nil, systemBus: Bool = false, name: String = ordoDefaultName,
+    limits: ServiceLimits = ServiceLimits(), policy: Policy? = nil,
     logLevel: LogLevel = .warning, logger: (@Sendable (LogLevel, String) -> Void)? = nil
   ) throws(OrdoError) {
     self.bus = bus
@@ -158,7 +167,9 @@ public final class DBusService: @unchecked Sendable {
     self.limits = limits
     self.logLevel = logLevel
     self.logger = logger
-    link = try Link(address: address)
+    policyBox = PThreadLocked(policy)
+    policyOn.store(policy != nil, ordering: .relaxed)
+    link = try Link(address: address, system: systemBus)
     link.maxOutgoingBytes = limits.maxOutgoingBytes
     link.acceptSignal = { m in
       m.sender == "org.freedesktop.DBus" && m.interface == "org.freedesktop.DBus" && m.member == "NameOwnerChanged"
@@ -173,6 +184,19 @@ public final class DBusService: @unchecked Sendable {
   }
 
   deinit { close() }
+
+  /// Replaces the access policy (nil: every peer has every right). Peers and
+  /// contracts stay; the new rules apply from the next call and `Notify`.
+  /// Any thread.
+  public func setPolicy(_ policy: Policy?) {
+    policyBox.withLock { $0 = policy }
+    policyOn.store(policy != nil, ordering: .relaxed)
+    link.wake()
+    log(.info, policy.map { "access policy \($0.source): \($0.rules.count) rule\($0.rules.count == 1 ? "" : "s")" } ?? "no access policy: every peer has every right")
+  }
+
+  /// The access policy in force.
+  public var policy: Policy? { policyBox.withLock { $0 } }
 
   /// A file descriptor that is readable whenever the service has work: poll
   /// it, then call ``dispatch(timeoutMs:)`` with 0.
@@ -215,16 +239,14 @@ public final class DBusService: @unchecked Sendable {
   public func close() {
     guard !closed else { return }
     closed = true
-    for (id, _) in ownerOf { try? bus.unregister(id) }
-    ownerOf.removeAll()
-    timeoutOf.removeAll()
+    for id in remote.byID.keys.sorted() { try? bus.unregister(id) }
+    remote.removeAll()
     for d in deferred {
-      if case .call(let m) = d, !m.noReply, let e = m.error("dev.ordo.Error.Dbus", "the service stopped before running this call") {
+      if case .call(let m) = d, !m.noReply, let e = m.error(DBusErrorName.dbus, "the service stopped before running this call") {
         link.send(e)
       }
     }
     deferred.removeAll()
-    byPeer.removeAll()
     link.close()
     log(.info, "stopped serving \(name)")
   }
@@ -236,6 +258,97 @@ public final class DBusService: @unchecked Sendable {
 
   // MARK: - Dispatch
 
+  /// When a method call waits for the running pass instead of running at
+  /// once (it is also queued behind calls already queued).
+  enum Queueing {
+    /// Runs at once, even while a pass waits for a writer.
+    case never
+    /// Queues while a pass on another thread holds the bus (the call would
+    /// wait for it): `Register`, `Unregister`.
+    case whileForeignPass
+    /// Queues while any pass waits for a writer: `Commit`.
+    case whilePassWaits
+  }
+
+  /// One method call being answered: the message, its sender and, with a
+  /// policy, the sender's rights.
+  struct Call {
+    let m: DBusMessageRef
+    let sender: String
+    let access: Access
+  }
+
+  /// One row of the method table (as an sd-bus vtable): the interface and
+  /// member, the argument signature checked before the handler runs, the
+  /// right the method needs on the keypaths it names (checked by the handler
+  /// per keypath; nil: none), whether it queues while a pass waits, and the
+  /// handler.
+  struct Method: Sendable {
+    let interface: String
+    let member: String
+    let signature: String
+    let right: Right?
+    let queueing: Queueing
+    /// The name used in messages ("Properties.Get").
+    let label: String
+    let handler: @Sendable (DBusService, Call) throws(OrdoServiceError) -> DBusMessageRef?
+
+    init(
+      _ interface: String, _ member: String, _ signature: String, right: Right? = nil, queueing: Queueing = .never,
+      label: String? = nil, _ handler: @escaping @Sendable (DBusService, Call) throws(OrdoServiceError) -> DBusMessageRef?
+    ) {
+      self.interface = interface
+      self.member = member
+      self.signature = signature
+      self.right = right
+      self.queueing = queueing
+      self.label = label ?? member
+      self.handler = handler
+    }
+  }
+
+  private static let introspectable = "org.freedesktop.DBus.Introspectable"
+  private static let properties = "org.freedesktop.DBus.Properties"
+
+  /// Every method of `/dev/ordo/Bus`. A call without an interface finds the
+  /// first row with its member, in this order.
+  static let methods: [Method] = [
+    Method(ordoInterface, "Register", "sasasa{sv}", right: .read, queueing: .whileForeignPass) { s, c throws(OrdoServiceError) in try s.register(c) },
+    Method(ordoInterface, "Unregister", "o", queueing: .whileForeignPass) { s, c throws(OrdoServiceError) in try s.unregister(c) },
+    Method(ordoInterface, "Commit", "a{sv}asas", right: .write, queueing: .whilePassWaits) { s, c throws(OrdoServiceError) in try s.commit(c) },
+    Method(ordoInterface, "Get", "s", right: .read) { s, c throws(OrdoServiceError) in try s.get(c) },
+    Method(ordoInterface, "Snapshot", "as", right: .read) { s, c throws(OrdoServiceError) in try s.snapshot(c) },
+    Method(ordoInterface, "Complete", "ota{sv}asas", right: .write) { s, c throws(OrdoServiceError) in try s.complete(c) },
+    Method(ordoInterface, "Contracts", "") { s, c throws(OrdoServiceError) in try s.contractsReply(c.m) },
+    Method(ordoInterface, "Graph", "") { s, c throws(OrdoServiceError) in try s.graphReply(c.m) },
+    Method(ordoInterface, "Stats", "") { s, c in c.m.methodReturn { w in w.dict { s.writeStats(&$0) } } },
+    Method(introspectable, "Introspect", "") { _, c in c.m.methodReturn { $0.string(introspectionXML) } },
+    Method(properties, "Get", "ss", label: "Properties.Get") { s, c throws(OrdoServiceError) in try s.propertyGet(c.m) },
+    Method(properties, "GetAll", "s", label: "Properties.GetAll") { s, c throws(OrdoServiceError) in try s.propertyGetAll(c.m) },
+    Method(properties, "Set", "ssv", label: "Properties.Set") { _, _ throws(OrdoServiceError) in
+      throw .other(name: DBusErrorName.propertyReadOnly, message: "the properties of \(ordoInterface) are read-only")
+    },
+  ]
+
+  private static let methodIndex: [String: Method] = {
+    var d: [String: Method] = [:]
+    for m in methods {
+      d[m.interface + "." + m.member] = m
+      if d[m.member] == nil { d[m.member] = m }
+    }
+    return d
+  }()
+
+  /// The row for a call to the bus object, or the error to answer.
+  private static func method(_ iface: String?, _ member: String) throws(OrdoServiceError) -> Method {
+    if let iface {
+      if let m = methodIndex[iface + "." + member] { return m }
+      throw .other(name: DBusErrorName.unknownMethod, message: "no method \(member) in interface \(iface) at \(ordoObjectPath)")
+    }
+    if let m = methodIndex[member] { return m }
+    throw .other(name: DBusErrorName.unknownMethod, message: "no method \(member) in interface (none) at \(ordoObjectPath)")
+  }
+
   private func handle(_ m: DBusMessageRef) {
     handle(m, replay: false)
     if loopWaits == 0 { runDeferred() }
@@ -245,9 +358,9 @@ public final class DBusService: @unchecked Sendable {
   /// waits for a writer on this thread; `Register`, `Unregister` and
   /// `Commit` while a pass on another thread waits (they would wait for the
   /// bus that pass holds); and any of them behind calls already queued.
-  private func mustQueue(_ member: String) -> Bool {
-    guard member == "Commit" || member == "Register" || member == "Unregister" else { return false }
-    if member == "Commit" && loopWaits > 0 { return true }
+  private func mustQueue(_ q: Queueing) -> Bool {
+    if q == .never { return false }
+    if q == .whilePassWaits && loopWaits > 0 { return true }
     if loopWaits == 0 && !deferred.isEmpty { return true }
     return slot.active?.foreign == true
   }
@@ -279,7 +392,13 @@ public final class DBusService: @unchecked Sendable {
     if !replay {
       methodCalls += 1
       log(.debug, "\(sender) calls \(m.interface ?? "-").\(member)(\(m.signature)) on \(path)")
-      if path == ordoObjectPath && (m.interface == nil || m.interface == ordoInterface) && mustQueue(member) {
+      // Any call shows that the peer is alive: its writers are awaited again.
+      if let p = remote.peers[sender], p.suspended.load(ordering: .relaxed) {
+        p.suspended.store(false, ordering: .relaxed)
+        resumes += 1
+        log(.info, "\(sender) called \(member): its writer contracts are awaited again")
+      }
+      if path == ordoObjectPath, let row = try? Self.method(m.interface, member), mustQueue(row.queueing) {
         queued += 1
         deferred.append(.call(m))
         log(.debug, "\(sender) \(member) queued until the running pass ends (\(deferred.count) queued)")
@@ -297,6 +416,7 @@ public final class DBusService: @unchecked Sendable {
       }
     } catch {
       errorReplies += 1
+      if error.name == DBusErrorName.accessDenied { accessDenied += 1 }
       log(.warning, "\(sender) \(member): \(error.name): \(error.message)")
       if m.noReply { return }
       if let e = m.error(error.name, error.message) { link.send(e) }
@@ -309,8 +429,8 @@ public final class DBusService: @unchecked Sendable {
     case ordoObjectPath:
       break
     case "/", "/dev", "/dev/ordo":
-      guard (iface == nil || iface == "org.freedesktop.DBus.Introspectable") && member == "Introspect" else {
-        throw .other(name: "org.freedesktop.DBus.Error.UnknownMethod", message: "\(path) only answers Introspect")
+      guard (iface == nil || iface == Self.introspectable) && member == "Introspect" else {
+        throw .other(name: DBusErrorName.unknownMethod, message: "\(path) only answers Introspect")
       }
       try expect(m, "", "Introspect")
       let child = path == "/" ? "dev" : (path == "/dev" ? "ordo" : "Bus")
@@ -320,22 +440,12 @@ public final class DBusService: @unchecked Sendable {
         )
       }
     default:
-      throw .other(name: "org.freedesktop.DBus.Error.UnknownObject", message: "no object at \(path); the bus is at \(ordoObjectPath)")
+      throw .other(name: DBusErrorName.unknownObject, message: "no object at \(path); the bus is at \(ordoObjectPath)")
     }
-    switch (iface, member) {
-    case ("dev.ordo.Bus1", _), (nil, "Register"), (nil, "Unregister"), (nil, "Commit"), (nil, "Get"), (nil, "Snapshot"),
-      (nil, "Complete"), (nil, "Contracts"), (nil, "Graph"), (nil, "Stats"):
-      return try busMethod(m, member, sender)
-    case ("org.freedesktop.DBus.Introspectable", "Introspect"), (nil, "Introspect"):
-      try expect(m, "", "Introspect")
-      return m.methodReturn { $0.string(introspectionXML) }
-    case ("org.freedesktop.DBus.Properties", _), (nil, "GetAll"), (nil, "Set"):
-      return try properties(m, member)
-    default:
-      throw .other(
-        name: "org.freedesktop.DBus.Error.UnknownMethod",
-        message: "no method \(member) in interface \(iface ?? "(none)") at \(ordoObjectPath)")
-    }
+    let row = try Self.method(iface, member)
+    try expect(m, row.signature, row.label)
+    let access = row.right == nil ? Access.unchecked : try self.access(sender)
+    return try row.handler(self, Call(m: m, sender: sender, access: access))
   }
 
   private func expect(_ m: DBusMessageRef, _ signature: String, _ method: String) throws(OrdoServiceError) {
@@ -345,36 +455,123 @@ public final class DBusService: @unchecked Sendable {
     }
   }
 
-  private func busMethod(_ m: DBusMessageRef, _ member: String, _ sender: String) throws(OrdoServiceError) -> DBusMessageRef? {
-    switch member {
-    case "Register": return try register(m, sender)
-    case "Unregister": return try unregister(m, sender)
-    case "Commit": return try commit(m)
-    case "Get": return try get(m)
-    case "Snapshot": return try snapshot(m)
-    case "Complete": return try complete(m, sender)
-    case "Contracts":
-      try expect(m, "", "Contracts")
-      return try contractsReply(m)
-    case "Graph":
-      try expect(m, "", "Graph")
-      let dot = bus.graph()
-      guard dot.utf8.count <= limits.maxMessageBytes else {
-        throw .ordo(OrdoError(.limit, "the graph is \(dot.utf8.count) bytes, more than max-message-bytes (\(limits.maxMessageBytes))"))
-      }
-      return m.methodReturn { $0.string(dot) }
-    case "Stats":
-      try expect(m, "", "Stats")
-      return m.methodReturn { w in w.dict { self.writeStats(&$0) } }
-    default:
-      throw .other(name: "org.freedesktop.DBus.Error.UnknownMethod", message: "no method \(member) in interface \(ordoInterface)")
+  private func graphReply(_ m: DBusMessageRef) throws(OrdoServiceError) -> DBusMessageRef? {
+    let dot = bus.graph()
+    guard dot.utf8.count <= limits.maxMessageBytes else {
+      throw .ordo(OrdoError(.limit, "the graph is \(dot.utf8.count) bytes, more than max-message-bytes (\(limits.maxMessageBytes))"))
     }
+    return m.methodReturn { $0.string(dot) }
+  }
+
+  // MARK: - Access
+
+  /// The rights of one caller: everything without a policy.
+  struct Access {
+    let policy: Policy?
+    let peer: PeerIdentity?
+    let sender: String
+
+    static let unchecked = Access(policy: nil, peer: nil, sender: "")
+
+    /// Throws `AccessDenied` naming the keypath or pattern and the right,
+    /// unless the caller holds `right` on all of `pattern`.
+    func require(_ right: Right, _ pattern: String, for what: String) throws(OrdoServiceError) {
+      guard let policy else { return }
+      guard let peer else { throw .accessDenied("\(what): \(sender)'s identity is unknown, so it has no \(right.rawValue) right on \"\(pattern)\"") }
+      let d = policy.check(peer, right, pattern)
+      guard !d.allowed else { return }
+      throw .accessDenied("\(what): \(sender) (\(peer)) lacks the right \(right.rawValue) on \"\(pattern)\": \(d.reason) in \(policy.source)")
+    }
+
+    /// The writes of a Commit or Complete: `write` on each keypath (on
+    /// `k.**` for a tree removal).
+    func requireWrites(_ batch: [Write], for what: String) throws(OrdoServiceError) {
+      guard policy != nil else { return }
+      for w in batch {
+        switch w {
+        case .set(let k, _), .touch(let k), .remove(let k): try require(.write, k, for: what)
+        case .removeTree(let k): try require(.write, k + ".**", for: what)
+        }
+      }
+    }
+
+    /// What the caller may read (nil: everything): the one filter of
+    /// `Snapshot`, `Changes` and `Notify`.
+    var readFilter: ReadFilter? {
+      guard let policy else { return nil }
+      return peer.map { policy.readable(by: $0) } ?? ReadFilter(allow: [], deny: [])
+    }
+  }
+
+  /// The rights of `sender` under the policy in force.
+  private func access(_ sender: String) throws(OrdoServiceError) -> Access {
+    guard let policy = policyBox.withLock({ $0 }) else { return .unchecked }
+    return Access(policy: policy, peer: try identity(of: sender), sender: sender)
+  }
+
+  /// The uid and gids the bus daemon reports for `sender`, asked once per
+  /// peer (`GetConnectionCredentials`) and forgotten when it leaves.
+  private func identity(of sender: String) throws(OrdoServiceError) -> PeerIdentity {
+    if let known = remote.peers[sender]?.identity { return known }
+    guard
+      let call = DBusMessageRef.methodCall(
+        destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+        member: "GetConnectionCredentials")
+    else { throw .other(name: DBusErrorName.dbus, message: "cannot build GetConnectionCredentials") }
+    var w = call.writer()
+    w.string(sender)
+    let reply: DBusMessageRef
+    do { reply = try link.callBlocking(call, timeoutMs: 5000) } catch {
+      throw .accessDenied("cannot learn who \(sender) is from the bus daemon (\(error.message)), so it has no rights")
+    }
+    var uid: UInt32?
+    var gids: [UInt32]?
+    var r = reply.reader()
+    var d = r.recurse()
+    while !d.atEnd {
+      var e = d.recurse()
+      d.next()
+      guard let key = try? e.string("key") else { continue }
+      var v = e.recurse()
+      switch (key, v.currentSignature()) {
+      case ("UnixUserID", "u"): uid = ordo_iter_get_uint32(&v.iter)
+      case ("UnixGroupIDs", "au"):
+        var a = v.recurse()
+        var list: [UInt32] = []
+        while !a.atEnd {
+          list.append(ordo_iter_get_uint32(&a.iter))
+          a.next()
+        }
+        gids = list
+      default: break
+      }
+    }
+    guard let uid else { throw .accessDenied("the bus daemon reports no Unix user for \(sender), so it has no rights") }
+    let identity = PeerIdentity(uid: uid, gids: gids ?? Self.groups(of: uid))
+    remote.peer(sender).identity = identity
+    log(.debug, "\(sender) is \(identity)")
+    return identity
+  }
+
+  /// The groups of `uid` from the system's databases (when the bus daemon
+  /// does not report UnixGroupIDs).
+  private static func groups(of uid: UInt32) -> [UInt32] {
+    guard let pw = getpwuid(uid) else { return [] }
+    let gid = pw.pointee.pw_gid
+    var n: Int32 = 64
+    var list = [gid_t](repeating: 0, count: Int(n))
+    if getgrouplist(pw.pointee.pw_name, gid, &list, &n) < 0 {
+      list = [gid_t](repeating: 0, count: Int(n))
+      _ = getgrouplist(pw.pointee.pw_name, gid, &list, &n)
+    }
+    return Array(list.prefix(Int(max(0, n))))
   }
 
   // MARK: - Methods
 
-  private func register(_ m: DBusMessageRef, _ sender: String) throws(OrdoServiceError) -> DBusMessageRef? {
-    try expect(m, "sasasa{sv}", "Register")
+  private func register(_ c: Call) throws(OrdoServiceError) -> DBusMessageRef? {
+    let m = c.m
+    let sender = c.sender
     var r = m.reader()
     let name: String
     do { name = try r.string("name") } catch { throw .invalidArgs(error.message) }
@@ -418,7 +615,7 @@ public final class DBusService: @unchecked Sendable {
     if reads.count + writes.count > limits.maxKeypathsPerCall {
       throw .ordo(OrdoError(.limit, "contract \"\(name)\" declares \(reads.count + writes.count) patterns, more than \(limits.maxKeypathsPerCall) (limit max-keypaths-per-call)"))
     }
-    let mine = byPeer[sender]?.count ?? 0
+    let mine = remote.peers[sender]?.contracts.count ?? 0
     guard mine < limits.maxContractsPerPeer else {
       throw .ordo(OrdoError(.limit, "peer \(sender) already has \(mine) contracts (limit max-contracts-per-peer \(limits.maxContractsPerPeer))"))
     }
@@ -426,15 +623,34 @@ public final class DBusService: @unchecked Sendable {
     guard total < limits.maxContracts else {
       throw .ordo(OrdoError(.limit, "the bus already has \(total) contracts (limit max-contracts \(limits.maxContracts))"))
     }
-    let owner = sender
+    // A contract may not read what its peer may not read; a writer needs
+    // the writer and write rights on its whole write set.
+    if c.access.policy != nil {
+      func valid(_ p: String) throws(OrdoServiceError) {
+        do { _ = try Pattern(p) } catch { throw .ordo(error) }
+      }
+      for p in reads {
+        try valid(p)
+        try c.access.require(.read, p, for: "Register of \"\(name)\" reading \"\(p)\"")
+      }
+      for p in writes {
+        try valid(p)
+        try c.access.require(.writer, p, for: "Register of writer \"\(name)\" writing \"\(p)\"")
+        try c.access.require(.write, p, for: "Register of writer \"\(name)\" writing \"\(p)\"")
+      }
+    }
     let writer = !writes.isEmpty
+    let peer = remote.peer(sender)
+    // The record exists before the contract: an initial call during
+    // registration finds it. Its id is known once registered.
     let timeout = timeoutMs
+    let box = RecordBox { id in RemoteContract(id: id, name: name, peer: peer, timeoutMs: writer ? timeout : nil, everyTransaction: reads.isEmpty) }
     let spec = ContractSpec(name: name, reads: reads, writes: writes, priority: priority, flags: flags) { [weak self] note in
-      guard let self else { return }
-      if writer {
-        try self.writerCall(owner: owner, name: name, timeoutMs: timeout, note)
+      guard let self, let record = box.record(note.contract) else { return }
+      if record.isWriter {
+        try self.writerCall(record, note)
       } else {
-        self.notify(owner: owner, note)
+        self.notify(record, note)
       }
     }
     let handle: ContractHandle
@@ -445,9 +661,8 @@ public final class DBusService: @unchecked Sendable {
     loopInBusCall.add(1, ordering: .relaxed)
     defer { loopInBusCall.subtract(1, ordering: .relaxed) }
     do { handle = try bus.register(spec) } catch { throw .ordo(error) }
-    ownerOf[handle.id] = sender
-    byPeer[sender, default: []].insert(handle.id)
-    if writer { timeoutOf[handle.id] = timeoutMs }
+    guard let record = box.record(handle.id) else { throw .other(name: DBusErrorName.failed, message: "Register: no record for contract \(handle.id)") }
+    remote.add(record)
     let path = ordoContractPathPrefix + String(handle.id)
     log(.info, "\(sender) registered contract \(handle.id) \"\(name)\" reads [\(reads.joined(separator: ", "))]\(writer ? " writes [\(writes.joined(separator: ", "))] timeout \(timeoutMs) ms" : "")\(priority.map { " priority \($0)" } ?? "")")
     if initialRegister?.replied == true { return nil }
@@ -461,37 +676,35 @@ public final class DBusService: @unchecked Sendable {
     return ContractID(digits)
   }
 
-  private func unregister(_ m: DBusMessageRef, _ sender: String) throws(OrdoServiceError) -> DBusMessageRef? {
-    try expect(m, "o", "Unregister")
-    var r = m.reader()
-    let path: String
-    do { path = try r.string("contract") } catch { throw .invalidArgs(error.message) }
+  /// The remote contract at `path` that `sender` registered, or the error.
+  private func ownContract(_ path: String, _ sender: String, doing what: String) throws(OrdoServiceError) -> RemoteContract {
     guard let id = contractID(path) else {
       throw .ordo(OrdoError(.notFound, "no contract at \(path); contract paths are \(ordoContractPathPrefix)<id>"))
     }
-    guard let owner = ownerOf[id] else {
+    guard let record = remote.byID[id] else {
       if bus.contract(id) != nil {
-        throw .accessDenied("contract \(path) belongs to the process that publishes the bus; only its owner may unregister it")
+        throw .accessDenied("contract \(path) belongs to the process that publishes the bus; only its owner may \(what)")
       }
       throw .ordo(OrdoError(.notFound, "no contract at \(path)"))
     }
-    guard owner == sender else {
-      throw .accessDenied("contract \(path) was registered by \(owner); only that peer may unregister it")
+    guard record.owner == sender else {
+      throw .accessDenied("contract \(path) was registered by \(record.owner), not by \(sender); only that peer may \(what)")
     }
-    forget(id, owner)
-    if let a = slot.active, a.contract == id { slot.post(a, .unregistered) }
-    loopInBusCall.add(1, ordering: .relaxed)
-    defer { loopInBusCall.subtract(1, ordering: .relaxed) }
-    do { try bus.unregister(id) } catch { throw .ordo(error) }
-    log(.info, "\(sender) unregistered contract \(id)")
-    return m.methodReturn { _ in }
+    return record
   }
 
-  private func forget(_ id: ContractID, _ owner: String) {
-    ownerOf[id] = nil
-    timeoutOf[id] = nil
-    byPeer[owner]?.remove(id)
-    if byPeer[owner]?.isEmpty == true { byPeer[owner] = nil }
+  private func unregister(_ c: Call) throws(OrdoServiceError) -> DBusMessageRef? {
+    var r = c.m.reader()
+    let path: String
+    do { path = try r.string("contract") } catch { throw .invalidArgs(error.message) }
+    let record = try ownContract(path, c.sender, doing: "unregister it")
+    remote.remove(record.id)
+    if let a = slot.active, a.contract == record.id { slot.post(a, .unregistered) }
+    loopInBusCall.add(1, ordering: .relaxed)
+    defer { loopInBusCall.subtract(1, ordering: .relaxed) }
+    do { try bus.unregister(record.id) } catch { throw .ordo(error) }
+    log(.info, "\(c.sender) unregistered contract \(record.id)")
+    return c.m.methodReturn { _ in }
   }
 
   /// Reads `a{sv} set, as touch, as remove` (Commit and, later, Complete).
@@ -527,10 +740,10 @@ public final class DBusService: @unchecked Sendable {
     return batch
   }
 
-  private func commit(_ m: DBusMessageRef) throws(OrdoServiceError) -> DBusMessageRef? {
-    try expect(m, "a{sv}asas", "Commit")
-    var r = m.reader()
+  private func commit(_ c: Call) throws(OrdoServiceError) -> DBusMessageRef? {
+    var r = c.m.reader()
     let batch = try readWrites(&r, "Commit")
+    try c.access.requireWrites(batch, for: "Commit")
     commits += 1
     loopInBusCall.add(1, ordering: .relaxed)
     defer { loopInBusCall.subtract(1, ordering: .relaxed) }
@@ -543,24 +756,26 @@ public final class DBusService: @unchecked Sendable {
       try? bus.rollback()
       throw .ordo(error)
     }
-    return m.methodReturn { $0.uint64(txn) }
+    return c.m.methodReturn { $0.uint64(txn) }
   }
 
-  private func get(_ m: DBusMessageRef) throws(OrdoServiceError) -> DBusMessageRef? {
-    try expect(m, "s", "Get")
-    var r = m.reader()
+  private func get(_ c: Call) throws(OrdoServiceError) -> DBusMessageRef? {
+    var r = c.m.reader()
     let k: String
     do { k = try r.string("keypath") } catch { throw .invalidArgs(error.message) }
     let snap: (values: [String: Value], counters: [String: UInt64], transaction: UInt64)
     do throws(OrdoError) {
       _ = try bus.counter(k)  // validates: a keypath, not a pattern
+    } catch { throw .ordo(error) }
+    try c.access.require(.read, k, for: "Get")
+    do throws(OrdoError) {
       snap = try bus.snapshot([k])
     } catch { throw .ordo(error) }
     let counter = snap.counters[k] ?? 0
     guard let v = snap.values[k] else {
       throw .ordo(OrdoError(.notFound, "\"\(k)\" holds no value (its counter is \(counter))"))
     }
-    return m.methodReturn { w in
+    return c.m.methodReturn { w in
       w.value(v)
       w.uint64(counter)
     }
@@ -574,19 +789,23 @@ public final class DBusService: @unchecked Sendable {
     }
   }
 
-  private func snapshot(_ m: DBusMessageRef) throws(OrdoServiceError) -> DBusMessageRef? {
-    try expect(m, "as", "Snapshot")
-    var r = m.reader()
+  private func snapshot(_ c: Call) throws(OrdoServiceError) -> DBusMessageRef? {
+    var r = c.m.reader()
     let patterns = try r.stringArray("patterns", limit: limits.maxKeypathsPerCall)
-    let snap: (values: [String: Value], counters: [String: UInt64], transaction: UInt64)
+    var snap: (values: [String: Value], counters: [String: UInt64], transaction: UInt64)
     do { snap = try bus.snapshot(patterns) } catch { throw .ordo(error) }
+    // Only what the caller may read.
+    if let f = c.access.readFilter {
+      snap.values = snap.values.filter { f.allows($0.key) }
+      snap.counters = snap.counters.filter { f.allows($0.key) }
+    }
     var size = 64
     for (k, v) in snap.values { size += k.utf8.count + Self.estimate(v) }
     for (k, _) in snap.counters { size += k.utf8.count + 16 }
     guard size <= limits.maxMessageBytes else {
       throw .ordo(OrdoError(.limit, "the snapshot of [\(patterns.joined(separator: ", "))] holds \(snap.values.count) values (about \(size) bytes), more than max-message-bytes (\(limits.maxMessageBytes)); ask for narrower patterns"))
     }
-    return m.methodReturn { w in
+    return c.m.methodReturn { w in
       w.valueDict(snap.values.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
       w.container(ORDO_DBUS_TYPE_ARRAY, "{st}") { a in
         for (k, n) in snap.counters.sorted(by: { $0.key < $1.key }) {
@@ -600,38 +819,31 @@ public final class DBusService: @unchecked Sendable {
     }
   }
 
-  private func complete(_ m: DBusMessageRef, _ sender: String) throws(OrdoServiceError) -> DBusMessageRef? {
-    try expect(m, "ota{sv}asas", "Complete")
-    var r = m.reader()
+  private func complete(_ c: Call) throws(OrdoServiceError) -> DBusMessageRef? {
+    var r = c.m.reader()
     let path: String
     do { path = try r.string("contract") } catch { throw .invalidArgs(error.message) }
-    guard let id = contractID(path), let owner = ownerOf[id] else {
-      if let id = contractID(path), bus.contract(id) != nil {
-        throw .accessDenied("contract \(path) belongs to the process that publishes the bus; only its owner may complete its calls")
-      }
-      throw .ordo(OrdoError(.notFound, "no contract at \(path)"))
-    }
-    guard owner == sender else {
-      throw .accessDenied("contract \(path) was registered by \(owner), not by \(sender); only its owner may complete its calls")
-    }
-    guard timeoutOf[id] != nil else {
+    let record = try ownContract(path, c.sender, doing: "complete its calls")
+    let id = record.id
+    guard record.isWriter else {
       throw .ordo(OrdoError(.invalidArgument, "contract \(path) is an observer (empty write set): it has no call to complete"))
     }
     let txn = r.uint64()
     guard let a = slot.active, a.contract == id, a.transaction == txn else {
       let what = slot.active.map { $0.contract == id ? "its call for transaction \($0.transaction) is awaited" : "no call of it is awaited now" } ?? "no call of it is awaited now"
-      throw .other(name: "dev.ordo.Error.Stale", message: "Complete of \(path) for transaction \(txn): \(what) (a call that timed out, or an old or wrong transaction id)")
+      throw .other(name: DBusErrorName.stale, message: "Complete of \(path) for transaction \(txn): \(what) (a call that timed out, or an old or wrong transaction id)")
     }
     let batch: [Write]
     do throws(OrdoServiceError) {
       batch = try readWrites(&r, "Complete")
+      try c.access.requireWrites(batch, for: "Complete of \(path)")
     } catch {
       // The awaited call is answered, badly: the pass goes on without it.
       if slot.post(a, .refused("\(error.name): \(error.message)")) { completesRefused.add(1, ordering: .relaxed) }
       throw error
     }
-    guard slot.post(a, .writes(batch, m)) else {
-      throw .other(name: "dev.ordo.Error.Stale", message: "Complete of \(path) for transaction \(txn) came after its wait ended")
+    guard slot.post(a, .writes(batch, c.m)) else {
+      throw .other(name: DBusErrorName.stale, message: "Complete of \(path) for transaction \(txn) came after its wait ended")
     }
     // The reply is sent once the writes are applied (or refused).
     return nil
@@ -640,17 +852,18 @@ public final class DBusService: @unchecked Sendable {
   private func contractsReply(_ m: DBusMessageRef) throws(OrdoServiceError) -> DBusMessageRef? {
     let list = bus.contracts()
     var size = 64
-    for c in list { size += 200 + c.name.utf8.count + c.reads.reduce(0) { $0 + $1.utf8.count + 8 } + c.writes.reduce(0) { $0 + $1.utf8.count + 8 } }
+    for c in list { size += 220 + c.name.utf8.count + c.reads.reduce(0) { $0 + $1.utf8.count + 8 } + c.writes.reduce(0) { $0 + $1.utf8.count + 8 } }
     guard size <= limits.maxMessageBytes else {
       throw .ordo(OrdoError(.limit, "the list of \(list.count) contracts (about \(size) bytes) is more than max-message-bytes (\(limits.maxMessageBytes))"))
     }
     return m.methodReturn { w in
       w.container(ORDO_DBUS_TYPE_ARRAY, "a{sv}") { a in
         for c in list {
+          let record = self.remote.byID[c.id]
           a.dict { d in
             d.entry("path", objectPath: ordoContractPathPrefix + String(c.id))
             d.entry("name", string: c.name)
-            d.entry("owner", string: self.ownerOf[c.id] ?? "")
+            d.entry("owner", string: record?.owner ?? "")
             d.entry("reads", strings: c.reads)
             d.entry("writes", strings: c.writes)
             if let p = c.priority { d.entry("priority", int32: p) }
@@ -660,7 +873,10 @@ public final class DBusService: @unchecked Sendable {
             d.entry("position", uint32: UInt32(clamping: c.position))
             d.entry("failures", uint64: c.failures)
             d.entry("last-txn", uint64: c.lastTransaction)
-            if let t = self.timeoutOf[c.id] { d.entry("timeout-ms", uint32: t) }
+            if let record, let t = record.timeoutMs {
+              d.entry("timeout-ms", uint32: t)
+              d.entry("suspended", bool: record.isSuspended)
+            }
           }
         }
       }
@@ -670,8 +886,8 @@ public final class DBusService: @unchecked Sendable {
   private func writeStats(_ d: inout MessageWriter) {
     let s = bus.statistics
     d.entry("contracts", uint64: UInt64(s.contracts))
-    d.entry("remote-contracts", uint64: UInt64(ownerOf.count))
-    d.entry("peers", uint64: UInt64(byPeer.count))
+    d.entry("remote-contracts", uint64: UInt64(remote.byID.count))
+    d.entry("peers", uint64: UInt64(remote.peersWithContracts))
     d.entry("transactions", uint64: s.transactions)
     d.entry("notifications", uint64: s.notifications)
     d.entry("notify-sent", uint64: notifySent.load(ordering: .relaxed))
@@ -680,8 +896,12 @@ public final class DBusService: @unchecked Sendable {
     d.entry("failures", uint64: s.failures)
     d.entry("timeouts", uint64: timeouts.load(ordering: .relaxed))
     d.entry("writer-calls", uint64: writerCalls.load(ordering: .relaxed))
+    d.entry("writers-skipped", uint64: writersSkipped.load(ordering: .relaxed))
+    d.entry("suspensions", uint64: suspensions.load(ordering: .relaxed))
+    d.entry("resumes", uint64: resumes)
     d.entry("completes", uint64: completes.load(ordering: .relaxed))
     d.entry("completes-refused", uint64: completesRefused.load(ordering: .relaxed))
+    d.entry("access-denied", uint64: accessDenied)
     d.entry("queued", uint64: queued)
     d.entry("queued-now", uint64: UInt64(deferred.count))
     d.entry("rollbacks", uint64: s.rollbacks)
@@ -692,46 +912,39 @@ public final class DBusService: @unchecked Sendable {
     d.entry("peers-left", uint64: peersLeft)
   }
 
-  private func properties(_ m: DBusMessageRef, _ member: String) throws(OrdoServiceError) -> DBusMessageRef? {
-    var r = m.reader()
-    func readIface() throws(OrdoServiceError) -> String {
-      let i: String
-      do { i = try r.string("interface_name") } catch { throw .invalidArgs(error.message) }
-      guard i == ordoInterface || i.isEmpty else {
-        throw .other(name: "org.freedesktop.DBus.Error.UnknownInterface", message: "\(ordoObjectPath) has no properties in interface \(i)")
-      }
-      return i
+  private func propertyInterface(_ r: inout MessageReader) throws(OrdoServiceError) {
+    let i: String
+    do { i = try r.string("interface_name") } catch { throw .invalidArgs(error.message) }
+    guard i == ordoInterface || i.isEmpty else {
+      throw .other(name: DBusErrorName.unknownInterface, message: "\(ordoObjectPath) has no properties in interface \(i)")
     }
-    switch member {
-    case "Get":
-      try expect(m, "ss", "Properties.Get")
-      _ = try readIface()
-      let p: String
-      do { p = try r.string("property_name") } catch { throw .invalidArgs(error.message) }
-      switch p {
-      case "Transaction":
-        let t = bus.transactionID
-        return m.methodReturn { $0.container(ORDO_DBUS_TYPE_VARIANT, "t") { $0.uint64(t) } }
-      case "Version":
-        return m.methodReturn { $0.container(ORDO_DBUS_TYPE_VARIANT, "s") { $0.string(ordoDBusVersion) } }
-      default:
-        throw .other(name: "org.freedesktop.DBus.Error.UnknownProperty", message: "\(ordoInterface) has no property \(p); it has Transaction and Version")
-      }
-    case "GetAll":
-      try expect(m, "s", "Properties.GetAll")
-      _ = try readIface()
+  }
+
+  private func propertyGet(_ m: DBusMessageRef) throws(OrdoServiceError) -> DBusMessageRef? {
+    var r = m.reader()
+    try propertyInterface(&r)
+    let p: String
+    do { p = try r.string("property_name") } catch { throw .invalidArgs(error.message) }
+    switch p {
+    case "Transaction":
       let t = bus.transactionID
-      return m.methodReturn { w in
-        w.dict { d in
-          d.entry("Transaction", uint64: t)
-          d.entry("Version", string: ordoDBusVersion)
-        }
-      }
-    case "Set":
-      try expect(m, "ssv", "Properties.Set")
-      throw .other(name: "org.freedesktop.DBus.Error.PropertyReadOnly", message: "the properties of \(ordoInterface) are read-only")
+      return m.methodReturn { $0.container(ORDO_DBUS_TYPE_VARIANT, "t") { $0.uint64(t) } }
+    case "Version":
+      return m.methodReturn { $0.container(ORDO_DBUS_TYPE_VARIANT, "s") { $0.string(ordoDBusVersion) } }
     default:
-      throw .other(name: "org.freedesktop.DBus.Error.UnknownMethod", message: "no method \(member) in org.freedesktop.DBus.Properties")
+      throw .other(name: DBusErrorName.unknownProperty, message: "\(ordoInterface) has no property \(p); it has Transaction and Version")
+    }
+  }
+
+  private func propertyGetAll(_ m: DBusMessageRef) throws(OrdoServiceError) -> DBusMessageRef? {
+    var r = m.reader()
+    try propertyInterface(&r)
+    let t = bus.transactionID
+    return m.methodReturn { w in
+      w.dict { d in
+        d.entry("Transaction", uint64: t)
+        d.entry("Version", string: ordoDBusVersion)
+      }
     }
   }
 
@@ -741,7 +954,12 @@ public final class DBusService: @unchecked Sendable {
     guard m.member == "NameOwnerChanged", m.signature == "sss" else { return }
     var r = m.reader()
     guard let name = try? r.string("name"), let _ = try? r.string("old"), let new = try? r.string("new") else { return }
-    guard name.hasPrefix(":"), new.isEmpty, byPeer[name] != nil else { return }
+    guard name.hasPrefix(":"), new.isEmpty, let peer = remote.peers[name] else { return }
+    guard !peer.contracts.isEmpty else {
+      // Only its identity was known: forget it.
+      _ = remote.removePeer(name)
+      return
+    }
     // A writer awaited from a peer that left is timed out at once.
     if let a = slot.active, a.owner == name { slot.post(a, .ownerLeft) }
     if slot.active?.foreign == true || (loopWaits == 0 && !deferred.isEmpty) {
@@ -752,16 +970,13 @@ public final class DBusService: @unchecked Sendable {
   }
 
   private func removePeer(_ name: String) {
-    guard let ids = byPeer[name] else { return }
-    byPeer[name] = nil
+    guard remote.peers[name] != nil else { return }
+    let ids = remote.removePeer(name)
+    if ids.isEmpty { return }
     peersLeft += 1
     loopInBusCall.add(1, ordering: .relaxed)
     defer { loopInBusCall.subtract(1, ordering: .relaxed) }
-    for id in ids.sorted() {
-      ownerOf[id] = nil
-      timeoutOf[id] = nil
-      try? bus.unregister(id)
-    }
+    for id in ids { try? bus.unregister(id) }
     log(.info, "\(name) left the bus: removed its \(ids.count) contract\(ids.count == 1 ? "" : "s")")
   }
 
@@ -769,22 +984,54 @@ public final class DBusService: @unchecked Sendable {
   /// `Complete` (serving other peers meanwhile), then applies the writes,
   /// all or nothing, in this callback and answers the `Complete`.
   ///
+  /// Liveness (SPEC §12): a suspended writer is skipped (no `Notify`, no
+  /// wait). The wait ends at the writer's timeout or at its peer's budget
+  /// for this pass — the peer's largest timeout, counted from the first wait
+  /// for one of its writers in this pass — whichever comes first. A wait
+  /// that ends without an answer suspends the peer's writers until the peer
+  /// calls the service again.
+  ///
   /// On the service thread the wait is a nested dispatch loop with the
   /// callback's checks suspended: `Get`/`Snapshot`/`Register`/`Unregister`
   /// … are answered, `Commit`s queue. On another thread (a host committing
   /// on its own thread) the callback waits on a condition variable; the
   /// service thread parks the `Complete` and queues `Register`,
   /// `Unregister` and `Commit` (they would wait for the bus this pass holds).
-  private func writerCall(owner: String, name: String, timeoutMs: UInt32, _ note: ContractNotification) throws {
+  private func writerCall(_ record: RemoteContract, _ note: ContractNotification) throws {
+    let owner = record.owner
+    let name = record.name
+    let timeoutMs = record.timeoutMs ?? limits.defaultWriterTimeoutMs
+    let peer = record.peer
+    let who = "writer contract \(note.contract) \"\(name)\" of \(owner)"
+    if peer.suspended.load(ordering: .relaxed) {
+      writersSkipped.add(1, ordering: .relaxed)
+      log(.debug, "\(who) is suspended: not called in transaction \(note.transaction)")
+      throw RemoteWriterFailure(description: "\(who) is suspended (its peer did not answer in time): not called (transaction \(note.transaction))")
+    }
     let onLoop = link.isLoopThread
     if onLoop, let r = initialRegister, !r.replied, let ret = r.call.methodReturn({ $0.objectPath(ordoContractPathPrefix + String(note.contract)) }) {
       link.send(ret)
       initialRegister?.replied = true
     }
+    let now = Link.nowMs()
+    var deadline = now + Int64(timeoutMs)
+    // An initial call (empty list) is outside any pass's budget.
+    if !note.changed.isEmpty {
+      if peer.budgetTransaction != note.transaction {
+        peer.budgetTransaction = note.transaction
+        peer.budgetDeadline = now + Int64(max(timeoutMs, peer.maxTimeoutMs.load(ordering: .relaxed)))
+      }
+      deadline = min(deadline, peer.budgetDeadline)
+    }
+    guard deadline > now else {
+      suspend(peer, "its writers used up their \(peer.maxTimeoutMs.load(ordering: .relaxed)) ms budget in transaction \(note.transaction)")
+      timeouts.add(1, ordering: .relaxed)
+      throw RemoteWriterFailure(description: "\(who) not called: its peer's writers used up their budget in transaction \(note.transaction)")
+    }
     writerCalls.add(1, ordering: .relaxed)
-    let a = WriterAwait(contract: note.contract, transaction: note.transaction, owner: owner, name: name, timeoutMs: Int32(clamping: timeoutMs), foreign: !onLoop)
+    let a = WriterAwait(contract: note.contract, transaction: note.transaction, owner: owner, name: name, deadline: deadline, foreign: !onLoop)
     slot.begin(a)
-    notify(owner: owner, note, droppable: false)
+    notify(record, note, droppable: false)
     if onLoop {
       loopWaits += 1
       bus.withCallbackSuspended {
@@ -803,7 +1050,6 @@ public final class DBusService: @unchecked Sendable {
     let outcome = slot.end(a)
     // The service thread runs what it queued meanwhile.
     if !onLoop { link.wake() }
-    let who = "writer contract \(note.contract) \"\(name)\" of \(owner)"
     switch outcome {
     case .writes(let batch, let call):
       do {
@@ -811,7 +1057,7 @@ public final class DBusService: @unchecked Sendable {
       } catch {
         completesRefused.add(1, ordering: .relaxed)
         log(.warning, "\(who): Complete of transaction \(note.transaction) refused, none of its \(batch.count) writes applied: \(error.code.camelName): \(error.message)")
-        if !call.noReply, let e = call.error("dev.ordo.Error." + error.code.camelName, error.message) { link.send(e) }
+        if !call.noReply, let e = call.error(DBusErrorName.ordo(error.code), error.message) { link.send(e) }
         throw error
       }
       completes.add(1, ordering: .relaxed)
@@ -820,23 +1066,46 @@ public final class DBusService: @unchecked Sendable {
       throw RemoteWriterFailure(description: "\(who): its Complete of transaction \(note.transaction) could not be read: \(why)")
     case .timedOut, .ownerLeft, .serviceBusy:
       timeouts.add(1, ordering: .relaxed)
+      let waited = a.deadline - now
       let why =
         switch outcome {
         case .ownerLeft: "left the bus while its call was awaited"
         case .serviceBusy: "cannot be served: the service thread waits for the bus this pass holds (commit on the service thread, see docs/dbus.md)"
-        default: "did not complete within \(timeoutMs) ms"
+        default:
+          waited < Int64(timeoutMs)
+            ? "did not complete within the \(waited) ms left of its peer's budget for this pass"
+            : "did not complete within \(timeoutMs) ms"
         }
       let message = "\(who) \(why) (transaction \(note.transaction)); the pass goes on without its writes"
       log(.warning, message)
+      if case .timedOut = outcome { suspend(peer, "\(who) did not answer") }
       throw RemoteWriterFailure(description: message)
     case .unregistered, .stopped:
       return
     }
   }
 
-  /// Sends a remote contract's `Notify`. Runs on the committing thread.
-  private func notify(owner: String, _ note: ContractNotification, droppable: Bool = true) {
+  /// Stops awaiting `peer`'s writers until it calls the service again.
+  private func suspend(_ peer: RemotePeer, _ why: String) {
+    guard !peer.suspended.exchange(true, ordering: .relaxed) else { return }
+    suspensions.add(1, ordering: .relaxed)
+    log(.warning, "\(why): \(peer.name)'s writer contracts are suspended (not called) until it calls the service again")
+  }
+
+  /// Sends a remote contract's `Notify`. Runs on the committing thread. With
+  /// a policy, the keypaths and values are filtered to what the contract's
+  /// peer may read (an every-transaction observer left with nothing to see
+  /// is not sent one).
+  private func notify(_ record: RemoteContract, _ note: ContractNotification, droppable: Bool = true) {
     var changed = note.changed
+    var filter: ReadFilter?
+    if policyOn.load(ordering: .relaxed), let policy = policyBox.withLock({ $0 }) {
+      filter = record.peer.identity.map { policy.readable(by: $0) } ?? ReadFilter(allow: [], deny: [])
+    }
+    if let filter, record.everyTransaction {
+      changed = ChangedKeypaths(changed.filter { filter.allows($0) })
+      if changed.isEmpty { return }
+    }
     var entries: [(String, Value)] = []
     var size = 64
     for k in changed { size += k.utf8.count + 8 }
@@ -847,7 +1116,7 @@ public final class DBusService: @unchecked Sendable {
       // Values only for a list that fits (read from the bus once).
       let values = bus.values(of: note)
       for k in changed {
-        guard let v = values[k] else { continue }
+        guard let v = values[k], filter?.allows(k) ?? true else { continue }
         size += k.utf8.count + Self.estimate(v)
         entries.append((k, v))
       }
@@ -856,7 +1125,7 @@ public final class DBusService: @unchecked Sendable {
         notifyTruncated.add(1, ordering: .relaxed)
       }
     }
-    let message = DBusMessageRef.signal(path: ordoObjectPath, interface: ordoInterface, member: "Notify", destination: owner) { w in
+    let message = DBusMessageRef.signal(path: ordoObjectPath, interface: ordoInterface, member: "Notify", destination: record.owner) { w in
       w.objectPath(ordoContractPathPrefix + String(note.contract))
       w.uint64(note.transaction)
       w.stringArray(changed)
@@ -865,5 +1134,24 @@ public final class DBusService: @unchecked Sendable {
     guard let m = message else { return }
     notifySent.add(1, ordering: .relaxed)
     link.send(m, droppable: droppable)
+  }
+}
+
+/// The remote contract record a contract's callback uses: made from its id
+/// on first use (an initial call runs inside `Bus.register`, before the id
+/// is returned), then kept. Any thread.
+private final class RecordBox: @unchecked Sendable {
+  private let make: @Sendable (ContractID) -> RemoteContract
+  private let made = PThreadLocked<RemoteContract?>(nil)
+
+  init(_ make: @escaping @Sendable (ContractID) -> RemoteContract) { self.make = make }
+
+  func record(_ id: ContractID) -> RemoteContract? {
+    made.withLock { r in
+      if let r, r.id == id { return r }
+      let n = make(id)
+      r = n
+      return n
+    }
   }
 }

@@ -31,20 +31,18 @@ final class WriterAwait {
   let transaction: UInt64
   let owner: String
   let name: String
-  let timeoutMs: Int32
   let deadline: Int64
   /// The pass runs on a thread other than the service thread.
   let foreign: Bool
   /// Guarded by the ``WaitSlot``'s lock.
   fileprivate(set) var outcome: WriterOutcome?
 
-  init(contract: ContractID, transaction: UInt64, owner: String, name: String, timeoutMs: Int32, foreign: Bool) {
+  init(contract: ContractID, transaction: UInt64, owner: String, name: String, deadline: Int64, foreign: Bool) {
     self.contract = contract
     self.transaction = transaction
     self.owner = owner
     self.name = name
-    self.timeoutMs = timeoutMs
-    self.deadline = Link.nowMs() + Int64(timeoutMs)
+    self.deadline = deadline
     self.foreign = foreign
   }
 }

@@ -8,7 +8,7 @@ import Glibc
 #endif
 
 let usage = """
-  usage: ordoctl [--address ADDR] [--name NAME] [--timeout MS] COMMAND [ARGS…]
+  usage: ordoctl [--address ADDR | --system] [--name NAME] [--timeout MS] COMMAND [ARGS…]
 
   commands:
     get KEY…                       print values (one KEY: the value alone)
@@ -27,7 +27,7 @@ let usage = """
   prefix true/false are bools, integers int64, numbers with . or e doubles, the
   rest strings.
 
-  The bus: --address, else DBUS_SESSION_BUS_ADDRESS; the service: --name (default dev.ordo.Bus).
+  The bus: --address, --system, else DBUS_SESSION_BUS_ADDRESS; the service: --name (default dev.ordo.Bus).
 
   """
 
@@ -62,6 +62,9 @@ while let a = args.first, a.hasPrefix("-") {
   case "--address":
     guard !args.isEmpty else { fail("--address needs a value", code: 2) }
     address = args.removeFirst()
+  case "--system":
+    // The system bus: its address from the environment or the standard socket.
+    address = getenv("DBUS_SYSTEM_BUS_ADDRESS").map { String(cString: $0) } ?? "unix:path=/var/run/dbus/system_bus_socket"
   case "--name":
     guard !args.isEmpty else { fail("--name needs a value", code: 2) }
     service = args.removeFirst()
@@ -199,8 +202,10 @@ case "contracts":
       let f = Dictionary(c, uniquingKeysWith: { a, _ in a })
       let rank = f["priority"].map { "priority=\($0)" } ?? "level=\(f["level"]?.description ?? "0")"
       let owner = f["owner"]?.description ?? ""
+      // A writer: its timeout and whether it is suspended (docs/reliability.md).
+      let writer = f["timeout-ms"].map { " timeout-ms=\($0) suspended=\(f["suspended"]?.description ?? "false")" } ?? ""
       out(
-        "\(f["path"]?.description ?? "?") name=\(ValueText.json(f["name"]?.description ?? "")) kind=\(f["kind"]?.description ?? "?") \(rank) owner=\(owner.isEmpty ? "-" : owner) reads=\(f["reads"]?.description ?? "[]") writes=\(f["writes"]?.description ?? "[]") calls=\(f["calls"]?.description ?? "0")"
+        "\(f["path"]?.description ?? "?") name=\(ValueText.json(f["name"]?.description ?? "")) kind=\(f["kind"]?.description ?? "?") \(rank) owner=\(owner.isEmpty ? "-" : owner) reads=\(f["reads"]?.description ?? "[]") writes=\(f["writes"]?.description ?? "[]") calls=\(f["calls"]?.description ?? "0")\(writer)"
       )
     }
   }

@@ -28,10 +28,28 @@ func writeLine(_ fd: Int32, _ s: String) {
 /// The service SIGINT/SIGTERM stop.
 let serviceToStop = Mutex<DBusService?>(nil)
 let stopRequested = Atomic<Bool>(false)
+/// The `--policy` file SIGHUP reloads (nil: SIGHUP is ignored).
+let policyPath = Mutex<String?>(nil)
+
+/// Reads the policy file again and puts it in force; a file that does not
+/// parse is refused and the old policy stays (SPEC §12).
+func reloadPolicy() {
+  guard let path = policyPath.withLock({ $0 }) else {
+    writeLine(2, "ordod: info: SIGHUP: no --policy file to reload")
+    return
+  }
+  do {
+    let p = try Policy(contentsOf: path)
+    serviceToStop.withLock { $0?.setPolicy(p) }
+    writeLine(2, "ordod: info: SIGHUP: reloaded the access policy \(path) (\(p.rules.count) rules)")
+  } catch {
+    writeLine(2, "ordod: error: SIGHUP: policy refused, the old policy stays: \(error.description)")
+  }
+}
 
 /// Blocks SIGINT, SIGTERM and SIGHUP in every thread and waits for them on a
-/// thread of their own, which stops the service. Call before any other
-/// thread starts.
+/// thread of their own: SIGINT and SIGTERM stop the service, SIGHUP reloads
+/// the access policy. Call before any other thread starts.
 func installSignalThread() {
   signal(SIGPIPE, SIG_IGN)
   var set = sigset_t()
@@ -47,11 +65,17 @@ func installSignalThread() {
     sigaddset(&set, SIGINT)
     sigaddset(&set, SIGTERM)
     sigaddset(&set, SIGHUP)
-    var sig: Int32 = 0
-    while sigwait(&set, &sig) != 0 {}
-    stopRequested.store(true, ordering: .relaxed)
-    serviceToStop.withLock { $0?.stop() }
-    return nil
+    while true {
+      var sig: Int32 = 0
+      while sigwait(&set, &sig) != 0 {}
+      if sig == SIGHUP {
+        reloadPolicy()
+        continue
+      }
+      stopRequested.store(true, ordering: .relaxed)
+      serviceToStop.withLock { $0?.stop() }
+      return nil
+    }
   }, nil)
   pthread_detach(tid)
 }

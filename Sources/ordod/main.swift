@@ -17,7 +17,10 @@ let usage = """
 
   options:
     --address ADDR               connect to this bus daemon address
+    --system                     serve on the system bus (see docs/dbus.md)
     --private                    start a private dbus-daemon even with a session bus
+    --policy FILE                grant rights per uid/gid from FILE (docs/policy.md);
+                                 SIGHUP reloads it
     --name NAME                  well-known name to own (default dev.ordo.Bus)
     --log-level LEVEL            error, warning, info (default), debug
     --max-keypaths-per-call N    entries in one Commit/Snapshot/Register (default 4096)
@@ -27,7 +30,7 @@ let usage = """
     --max-message-bytes N        size of a reply or Notify built (default 33554432)
     --max-outgoing-bytes N       outgoing queue before Notify signals drop (default 67108864)
     --writer-timeout-ms N        a writer contract's default timeout-ms (default 2000)
-    --max-writer-timeout-ms N    the largest timeout-ms a writer may ask for (default 60000)
+    --max-writer-timeout-ms N    the largest timeout-ms a writer may ask for (default 5000)
     -h, --help                   show this help
 
   """
@@ -39,6 +42,8 @@ func fail(_ message: String, code: Int32 = 2) -> Never {
 
 var address: String?
 var forcePrivate = false
+var systemBus = false
+var policyFile: String?
 var name = ordoDefaultName
 var level = LogLevel.info
 var limits = ServiceLimits()
@@ -58,6 +63,8 @@ while !args.isEmpty {
   switch a {
   case "--address": address = value(a, &args)
   case "--private": forcePrivate = true
+  case "--system": systemBus = true
+  case "--policy": policyFile = value(a, &args)
   case "--name": name = value(a, &args)
   case "--log-level":
     let v = value(a, &args)
@@ -78,6 +85,17 @@ while !args.isEmpty {
   }
 }
 
+if systemBus && (address != nil || forcePrivate) { fail("--system cannot be combined with --address or --private") }
+guard limits.defaultWriterTimeoutMs <= limits.maxWriterTimeoutMs else {
+  fail("--writer-timeout-ms \(limits.defaultWriterTimeoutMs) is more than --max-writer-timeout-ms \(limits.maxWriterTimeoutMs)")
+}
+// A policy that does not parse stops ordod before it serves.
+var policy: Policy?
+if let policyFile {
+  do { policy = try Policy(contentsOf: policyFile) } catch { fail("policy refused: \(error.description)", code: 1) }
+  policyPath.withLock { $0 = policyFile }
+}
+
 installSignalThread()
 let logLevel = level
 let logger: @Sendable (LogLevel, String) -> Void = { l, message in
@@ -85,7 +103,14 @@ let logger: @Sendable (LogLevel, String) -> Void = { l, message in
 }
 
 var daemon: PrivateDaemon?
-if address == nil {
+// Started by D-Bus activation on a bus other than the system bus: serve
+// the bus that started us.
+if address == nil && !systemBus, let starter = getenv("DBUS_STARTER_ADDRESS").map({ String(cString: $0) }), !starter.isEmpty,
+  getenv("DBUS_STARTER_BUS_TYPE").map({ String(cString: $0) }) != "system"
+{
+  address = starter
+}
+if address == nil && !systemBus {
   let session = getenv("DBUS_SESSION_BUS_ADDRESS").map { String(cString: $0) } ?? ""
   if forcePrivate || session.isEmpty {
     do {
@@ -103,14 +128,20 @@ if address == nil {
 
 let service: DBusService
 do {
-  service = try DBusService(bus: Bus(), address: address, name: name, limits: limits, logLevel: logLevel, logger: logger)
+  service = try DBusService(
+    bus: Bus(), address: address, systemBus: systemBus, name: name, limits: limits, policy: policy, logLevel: logLevel, logger: logger)
 } catch {
   daemon?.stop()
   fail(error.message, code: 1)
 }
 serviceToStop.withLock { $0 = service }
 if stopRequested.load(ordering: .relaxed) { service.stop() }
-writeLine(1, "DBUS_SESSION_BUS_ADDRESS=\(address ?? "")")
+if let policy, logLevel >= .info { logger(.info, "access policy \(policy.source): \(policy.rules.count) rules") }
+if systemBus {
+  if logLevel >= .info { logger(.info, "serving on the system bus") }
+} else {
+  writeLine(1, "DBUS_SESSION_BUS_ADDRESS=\(address ?? "")")
+}
 
 var status: Int32 = 0
 do {

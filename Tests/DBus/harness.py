@@ -116,6 +116,9 @@ DAEMON_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Con
   </policy>
   <limit name="max_outgoing_bytes">{max_outgoing}</limit>
   <limit name="max_message_size">134217728</limit>
+  <!-- as the standard session.conf: pipelined calls beyond the built-in 128
+       pending replies would get LimitsExceeded from the daemon -->
+  <limit name="max_replies_per_connection">50000</limit>
 </busconfig>
 """
 
@@ -123,11 +126,16 @@ DAEMON_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Con
 class Env:
     """A private dbus-daemon and an ordod serving on it."""
 
-    def __init__(self, ordod_args=(), max_outgoing=64 << 20, start_ordod=True):
-        self.dir = tempfile.mkdtemp(prefix="ordo-dbus-test-")
+    def __init__(self, ordod_args=(), max_outgoing=64 << 20, start_ordod=True, config=DAEMON_CONFIG):
+        """`config` is the dbus-daemon configuration ({dir}: this test's
+        directory, which is made readable by every user when it is not the
+        default, so that an unprivileged client can reach the socket)."""
+        self.dir = tempfile.mkdtemp(prefix="ordo-dbus-test-", dir="/tmp")
+        if config is not DAEMON_CONFIG:
+            os.chmod(self.dir, 0o755)
         conf = os.path.join(self.dir, "bus.conf")
         with open(conf, "w") as f:
-            f.write(DAEMON_CONFIG.format(dir=self.dir, max_outgoing=max_outgoing))
+            f.write(config.format(dir=self.dir, max_outgoing=max_outgoing))
         self.daemon = spawn(
             ["dbus-daemon", "--config-file=" + conf, "--nofork", "--nopidfile", "--print-address=1"],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)

@@ -87,6 +87,10 @@ def wait_until(test, cond, timeout, what):
 
 
 class HostileTest(DBusTest):
+    # The hostile writer asks for timeout-ms 60000 (a wait that only its
+    # death ends): raise the limit from its default of 5000.
+    ordod_args = ("--max-writer-timeout-ms", "60000")
+
     def hostile_peer(self, mode, name):
         """Starts Tests/DBus/hostile_peer.py as its own process and waits for
         its "ready" line; it is killed with SIGKILL when the test ends."""

@@ -119,6 +119,9 @@ class BackgroundCommit:
 
 
 class Writers(DBusTest):
+    # Some tests answer by hand while a pass waits: allow long timeouts.
+    ordod_args = ("--max-writer-timeout-ms", "20000")
+
     def writer(self):
         w = WriterPeer(self.env.address)
         self.addCleanup(w.close)

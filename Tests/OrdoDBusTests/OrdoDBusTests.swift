@@ -241,3 +241,81 @@ final class WriterThread: @unchecked Sendable {
   #expect(stats.first { $0.0 == "timeouts" }?.1 == .uint(0))
   client.close()
 }
+
+// MARK: - Policy (parse, match, explain)
+
+private let names: Policy.Resolver = { ["alice": 1000, "settingsd": 900, "apps": 500, "normalizer": 901][$0] }
+
+@Test func policyParsesAndMatchesWithDenyWinning() throws {
+  let p = try Policy(
+    parsing: """
+      # comment
+      allow everyone read pub.**
+      allow user:alice,uid:7 read,write app.** x.*.y
+      deny group:apps read pub.secret.**   # trailing comment
+      allow gid:500 writer app.norm.**
+      """, user: names, group: names)
+  #expect(p.rules.count == 4)
+  let alice = PeerIdentity(uid: 1000, gids: [1000])
+  let app = PeerIdentity(uid: 2000, gids: [500])
+  // read
+  #expect(p.check(alice, .read, "pub.a").allowed)
+  #expect(p.check(app, .read, "pub.a").allowed)
+  let d = p.check(app, .read, "pub.secret.k")
+  #expect(!d.allowed)
+  #expect(d.reason == "denied by line 4 (deny group:apps read pub.secret.**)")
+  #expect(p.check(app, .read, "other").reason == "no rule allows it")
+  // Patterns: allowed only when all they match is allowed and no deny overlaps.
+  #expect(p.check(alice, .read, "pub.**").allowed)
+  #expect(!p.check(app, .read, "pub.**").allowed)
+  #expect(!p.check(app, .read, "pub.*.k").allowed)
+  #expect(p.check(app, .read, "pub.open.*").allowed)
+  #expect(!p.check(app, .read, "**").allowed)
+  // write
+  #expect(p.check(alice, .write, "app.a.b").allowed)
+  #expect(p.check(alice, .write, "x.q.y").allowed)
+  #expect(!p.check(alice, .write, "x.q.z").allowed)
+  #expect(!p.check(alice, .write, "x.**").allowed)
+  #expect(p.check(PeerIdentity(uid: 7, gids: []), .write, "app").allowed)
+  #expect(!p.check(app, .write, "app.a").allowed)
+  // writer
+  #expect(p.check(app, .writer, "app.norm.*").allowed)
+  #expect(!p.check(app, .writer, "app.*").allowed)
+  // The read filter agrees with check.
+  let f = p.readable(by: app)
+  #expect(f.allows("pub.a") && !f.allows("pub.secret.k") && !f.allows("pub.secret") && !f.allows("app.x"))
+}
+
+@Test func policyErrorsNameTheLine() {
+  func line(_ text: String) -> Int? {
+    do {
+      _ = try Policy(parsing: text, user: names, group: names)
+      return nil
+    } catch { return error.line }
+  }
+  #expect(line("allow everyone read a\npermit everyone read a\n") == 2)
+  #expect(line("allow everyone fly a") == 1)
+  #expect(line("\n\nallow everyone read") == 3)
+  #expect(line("allow user:bob read a") == 1)
+  #expect(line("allow uid:x read a") == 1)
+  #expect(line("allow nobody read a") == 1)
+  #expect(line("allow everyone read a..b") == 1)
+  #expect(line("allow everyone read a.**.b") == 1)
+  #expect(line("allow everyone read,write a.**\ndeny everyone write a.b") == nil)
+}
+
+@Test func patternRelations() throws {
+  func p(_ s: String) throws -> PolicyPattern { try PolicyPattern(s) }
+  #expect(try p("a.b").isWithin(p("a.*")))
+  #expect(try p("a.b.c").isWithin(p("a.**")))
+  #expect(try p("a").isWithin(p("a.**")))
+  #expect(try !p("a.**").isWithin(p("a.*")))
+  #expect(try !p("a.*").isWithin(p("a.b")))
+  #expect(try p("a.*.c").isWithin(p("a.*.*")))
+  #expect(try p("**").isWithin(p("**")))
+  #expect(try p("a.*").overlaps(p("a.b")))
+  #expect(try p("a.**").overlaps(p("a.b.c")))
+  #expect(try !p("a.*").overlaps(p("a.b.c")))
+  #expect(try !p("a.b").overlaps(p("a.c")))
+  #expect(try p("**").overlaps(p("z")))
+}
