@@ -218,7 +218,7 @@ public final class Bus: @unchecked Sendable {
     gate.lock.lock()
     defer { gate.lock.unlock() }
     guard let n = store.existing(utf8: UnsafeRawBufferPointer(keypath)) else { return false }
-    try write(.node(n.takeUnretainedValue()), .set(value))
+    try write(.node(Unretained(n)), .set(value))
     return true
   }
 
@@ -283,17 +283,18 @@ public final class Bus: @unchecked Sendable {
   /// Lock held.
   @inline(__always)
   private func apply(_ t: Target, _ op: WriteOp, _ access: WriteAccess) {
-    let n = store.node(t)
-    guard case .contract(let c) = access else {
-      _ = store.apply(n, op, writer: nil)
-      return
-    }
-    if gate.inPass {
-      if store.apply(n, op, writer: 0) { passes.scheduleReaders(of: n, after: c) }
-    } else {
-      // An initial call inside an open transaction: remembered, so that its
-      // own writes do not schedule it in that transaction's pass.
-      _ = store.apply(n, op, writer: c.id)
+    store.node(t).with { n in
+      guard case .contract(let c) = access else {
+        _ = store.apply(n, op, writer: nil)
+        return
+      }
+      if gate.inPass {
+        if store.apply(n, op, writer: 0) { passes.scheduleReaders(of: n, after: c) }
+      } else {
+        // An initial call inside an open transaction: remembered, so that
+        // its own writes do not schedule it in that transaction's pass.
+        _ = store.apply(n, op, writer: c.id)
+      }
     }
   }
 
@@ -350,7 +351,7 @@ public final class Bus: @unchecked Sendable {
   private func readable(_ keypath: String) throws(OrdoError) -> KeyNode? {
     let t = try store.target(keypath)
     if let c = gate.reader { try Rules.checkRead(c, keypath, t.ids, contractGraph) }
-    if case .node(let n) = t { return n }
+    if case .node(let n) = t { return n.object }
     return nil
   }
 

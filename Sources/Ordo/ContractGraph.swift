@@ -52,7 +52,7 @@ final class ContractGraph {
   /// the store does not have yet has no cache).
   func forEachReader(affectedBy t: Target, _ body: (ContractState) -> Void) {
     switch t {
-    case .node(let n): readers(n).forEach(body)
+    case .node(let n): n.with { readers($0).forEach(body) }
     case .new(_, _, let ids): readIndex.forEachReader(affectedBy: ids, body)
     }
   }

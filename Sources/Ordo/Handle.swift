@@ -58,7 +58,7 @@ extension Bus {
   public func set(_ handle: Handle, _ value: Value) throws(OrdoError) {
     gate.lock.lock()
     defer { gate.lock.unlock() }
-    try write(.node(node(handle)), .set(value))
+    try write(.node(Unretained(node(handle))), .set(value))
   }
 
   /// Marks the handle's keypath changed without a value. Throws like
@@ -66,7 +66,7 @@ extension Bus {
   public func touch(_ handle: Handle) throws(OrdoError) {
     gate.lock.lock()
     defer { gate.lock.unlock() }
-    try write(.node(node(handle)), .touch)
+    try write(.node(Unretained(node(handle))), .touch)
   }
 
   /// Removes the value of the handle's keypath. Throws like
@@ -74,7 +74,7 @@ extension Bus {
   public func remove(_ handle: Handle) throws(OrdoError) {
     gate.lock.lock()
     defer { gate.lock.unlock() }
-    try write(.node(node(handle)), .remove)
+    try write(.node(Unretained(node(handle))), .remove)
   }
 
   /// Removes the values of the handle's keypath and its descendants. Throws
@@ -82,7 +82,7 @@ extension Bus {
   public func removeTree(_ handle: Handle) throws(OrdoError) {
     gate.lock.lock()
     defer { gate.lock.unlock() }
-    try write(.node(node(handle)), .removeTree)
+    try write(.node(Unretained(node(handle))), .removeTree)
   }
 
   /// The value of the handle's keypath, or nil. Read like ``value(_:)``.

@@ -10,9 +10,11 @@ final class Journal {
     /// Not retained: the node is in the store's tree, or in ``created``,
     /// until ``reset()`` drops the records.
     let node: Unretained<KeyNode>
-    /// The node's value at the start of the transaction, when ``hasOriginal``.
-    var original: Value?
-    var hasOriginal = false
+    /// Where the node's value at the start of the transaction is in
+    /// ``Journal/originals`` (-1: not saved). Kept apart so that a record is
+    /// plain data, copied without reference counting.
+    var original: Int32 = -1
+    var hasOriginal: Bool { original >= 0 }
     /// Written as a keypath (set, touch, remove, removeTree's target), not
     /// only reached by a removeTree of an ancestor.
     var written = false
@@ -22,20 +24,32 @@ final class Journal {
     var touched = false
     /// Written outside callbacks (by the transaction's owner).
     var external = false
+    /// It has lists in ``Journal/lists`` (rare: removeTree, initial calls).
+    var hasLists = false
     /// Marks the record once per changed list being built.
     var mark: UInt32 = 0
+
+    init(node: KeyNode) { self.node = Unretained(node) }
+  }
+
+  /// The rare parts of a record, kept apart so that a record holds no
+  /// reference-counted field but its original value.
+  struct Lists {
     /// The records of the nodes whose values a removeTree of this keypath
     /// removed (this node's own included when it held one).
     var removed: [Int32] = []
     /// The contracts whose initial calls wrote it: their own writes do not
     /// schedule them (SPEC §5.4).
     var writers: [ContractID] = []
-
-    init(node: KeyNode) { self.node = Unretained(node) }
   }
+
+  /// Lists by record index.
+  private var lists: [Int32: Lists] = [:]
 
   /// Identifies the running transaction in node stamps.
   private(set) var serial: UInt32 = 1
+  /// The saved start values, for records whose ``Record/original`` is set.
+  @exclusivity(unchecked) private var originals = ContiguousArray<Value?>()
   /// In first-touch order.
   // Read and written by every write and every pass step; exclusivity
   // checks on it are measured in `docs/performance.md`.
@@ -57,15 +71,10 @@ final class Journal {
     n.journalStamp >> 32 == UInt64(serial) ? Int(truncatingIfNeeded: n.journalStamp & 0xFFFF_FFFF) : nil
   }
 
-  /// The node's record index, making the record on first touch.
+  /// The start value of record `i`'s node (nil when it held none, or when
+  /// it was not saved: its value did not change).
   @inline(__always)
-  func slot(_ n: KeyNode) -> Int {
-    if let i = index(n) { return i }
-    records.append(Record(node: n))
-    let i = records.count - 1
-    n.journalStamp = UInt64(serial) << 32 | UInt64(i)
-    return i
-  }
+  func original(_ i: Int) -> Value? { records[i].hasOriginal ? originals[Int(records[i].original)] : nil }
 
   /// Accesses a record.
   @inline(__always)
@@ -74,26 +83,74 @@ final class Journal {
     _modify { yield &records[i] }
   }
 
-  /// Records the node's value before its first change.
+  /// The records whose values a removeTree of record `i`'s keypath removed.
   @inline(__always)
-  func saveOriginal(_ i: Int) {
-    if records[i].hasOriginal { return }
-    records[i].hasOriginal = true
-    records[i].original = records[i].node.with { $0.value }
+  func removed(_ i: Int) -> [Int32] { records[i].hasLists ? lists[Int32(i)]?.removed ?? [] : [] }
+
+  /// The contracts whose initial calls wrote record `i`'s keypath.
+  @inline(__always)
+  func writers(_ i: Int) -> [ContractID] { records[i].hasLists ? lists[Int32(i)]?.writers ?? [] : [] }
+
+  /// Notes that a removeTree of record `i`'s keypath removed record `j`'s value.
+  func addRemoved(_ i: Int, _ j: Int) {
+    records[i].hasLists = true
+    if !lists[Int32(i), default: Lists()].removed.contains(Int32(j)) { lists[Int32(i), default: Lists()].removed.append(Int32(j)) }
+  }
+
+  /// Notes that the initial call of `writer` wrote record `i`'s keypath.
+  func addWriter(_ i: Int, _ writer: ContractID) {
+    records[i].hasLists = true
+    if !lists[Int32(i), default: Lists()].writers.contains(writer) { lists[Int32(i), default: Lists()].writers.append(writer) }
+  }
+
+  /// Records a write to `n` (or, not `asKeypath`, a value a removeTree of
+  /// an ancestor removes) in one access to its record, saving its value as
+  /// the original first when asked and not yet saved. Returns the record's
+  /// index.
+  @inline(__always)
+  func write(
+    _ n: KeyNode, external: Bool, ownValue: Bool, touched: Bool, saveOriginal: Bool, asKeypath: Bool = true
+  ) -> Int {
+    if let i = index(n) {
+      records.withUnsafeMutableBufferPointer { p in
+        if asKeypath { p[i].written = true }
+        if external { p[i].external = true }
+        if ownValue { p[i].ownValue = true }
+        if touched { p[i].touched = true }
+        if saveOriginal && !p[i].hasOriginal {
+          p[i].original = Int32(originals.count)
+          originals.append(n.value)
+        }
+      }
+      return i
+    }
+    var r = Record(node: n)
+    r.written = asKeypath
+    r.external = external
+    r.ownValue = ownValue
+    r.touched = touched
+    if saveOriginal {
+      r.original = Int32(originals.count)
+      originals.append(n.value)
+    }
+    records.append(r)
+    let i = records.count - 1
+    n.journalStamp = UInt64(serial) << 32 | UInt64(i)
+    return i
   }
 
   /// Whether the node of record `i` holds another value than at the start.
   @inline(__always)
   func netChanged(_ i: Int) -> Bool {
-    let r = records[i]
-    return r.hasOriginal && !Value.same(r.original, r.node.with { $0.value })
+    let o = Int(records[i].original)
+    guard o >= 0 else { return false }
+    return records[i].node.with { n in !Value.same(originals[o], n.value) }
   }
 
   /// Whether its own value changed (not counting a removeTree's descendants).
   @inline(__always)
   func ownChange(_ i: Int) -> Bool {
-    let r = records[i]
-    return r.touched || (netChanged(i) && (r.ownValue || r.removed.contains(Int32(i))))
+    records[i].touched || (netChanged(i) && (records[i].ownValue || removed(i).contains(Int32(i))))
   }
 
   /// Whether a written keypath still counts as changed (SPEC §2): touched,
@@ -101,10 +158,10 @@ final class Journal {
   /// value that is still gone.
   @inline(__always)
   func isChanged(_ i: Int) -> Bool {
-    let r = records[i]
-    if r.touched { return true }
-    if r.ownValue && netChanged(i) { return true }
-    for j in r.removed where netChanged(Int(j)) { return true }
+    if records[i].touched { return true }
+    if records[i].ownValue && netChanged(i) { return true }
+    guard records[i].hasLists else { return false }
+    for j in removed(i) where netChanged(Int(j)) { return true }
     return false
   }
 
@@ -116,7 +173,7 @@ final class Journal {
   /// The value as at the start of the transaction.
   @inline(__always)
   func committedValue(_ n: KeyNode) -> Value? {
-    if let i = index(n), records[i].hasOriginal { return records[i].original }
+    if let i = index(n), records[i].hasOriginal { return originals[Int(records[i].original)] }
     return n.value
   }
 
@@ -124,6 +181,8 @@ final class Journal {
   /// free nodes they name.
   func reset() {
     records.removeAll(keepingCapacity: true)
+    originals.removeAll(keepingCapacity: true)
+    if !lists.isEmpty { lists.removeAll() }
     if serial == UInt32.max {
       serial = 1
       wrapped = true

@@ -6,6 +6,8 @@ final class PassRunner {
   let gate: Gate
   let store: Store
   let graph: ContractGraph
+  /// The store's journal (a field of its own: read without a retain).
+  let journal: Journal
   /// Identifies the running pass on the contracts (32 bits, to keep them
   /// small; see ``nextSerial()``).
   private(set) var serial: UInt32 = 0
@@ -24,6 +26,7 @@ final class PassRunner {
     self.gate = gate
     self.store = store
     self.graph = graph
+    journal = store.journal
   }
 
   /// How a pass ended.
@@ -43,15 +46,19 @@ final class PassRunner {
   func runCommit() -> Outcome {
     nextSerial()
     var anyChanged = false
-    let journal = store.journal.records.count
     // Schedule the readers of what changed, evaluated before any callback.
-    for i in 0..<journal where store.journal[i].written && store.journal.isChanged(i) {
+    for i in 0..<journal.records.count where journal[i].written && journal.isChanged(i) {
       anyChanged = true
       // A contract's own initial-call writes do not schedule it; a keypath
       // also written by another contract (or outside callbacks) does.
-      let r = store.journal[i]
-      let skip: ContractID = r.external || r.writers.count != 1 ? 0 : r.writers[0]
-      let n = r.node
+      let skip: ContractID
+      if journal[i].external || !journal[i].hasLists {
+        skip = 0
+      } else {
+        let writers = journal.writers(i)
+        skip = writers.count == 1 ? writers[0] : 0
+      }
+      let n = journal[i].node
       forEachReader(changedBy: i) { c in
         guard c.registered && c.calledSerial != serial && c.id != skip else { return }
         n.with { trigger(c, by: $0) }
@@ -73,7 +80,7 @@ final class PassRunner {
     gate.phase = .pass(txn: 0, call: nil)
     callInitial(c)
     var anyChanged = false
-    for i in 0..<store.journal.records.count where store.journal[i].written && store.journal.isChanged(i) {
+    for i in 0..<journal.records.count where journal[i].written && journal.isChanged(i) {
       anyChanged = true
       break
     }
@@ -116,20 +123,19 @@ final class PassRunner {
   /// values it removed.
   @inline(__always)
   private func forEachReader(changedBy i: Int, _ body: (ContractState) -> Void) {
-    let r = store.journal[i]
-    if r.removed.isEmpty || store.journal.ownChange(i) {
-      r.node.with { graph.readers($0).forEach(body) }
+    if !journal[i].hasLists || journal.removed(i).isEmpty || journal.ownChange(i) {
+      journal[i].node.with { graph.readers($0).forEach(body) }
       return
     }
-    for j in r.removed where store.journal.netChanged(Int(j)) {
-      store.journal[Int(j)].node.with { graph.forEachReader(matching: $0, body) }
+    for j in journal.removed(i) where journal.netChanged(Int(j)) {
+      journal[Int(j)].node.with { graph.forEachReader(matching: $0, body) }
     }
   }
 
   /// Schedules, later in the pass, the contracts a write by the running
   /// contract `after` affects. Lock held.
   func scheduleReaders(of n: KeyNode, after: ContractState) {
-    guard let i = store.journal.index(n) else { return }
+    guard let i = journal.index(n) else { return }
     let afterKey = after.key
     forEachReader(changedBy: i) { r in
       guard r.registered, r.calledSerial != serial, r !== after, !(r.key < afterKey) else { return }
@@ -215,7 +221,6 @@ final class PassRunner {
   /// it and still count as changed; every changed keypath for an
   /// every-transaction contract.
   private func changedKeypaths(for c: ContractState) -> ChangedKeypaths {
-    let journal = store.journal
     if c.kind == .everyTransaction {
       var keys: [String] = []
       for i in 0..<journal.records.count where journal[i].written && journal.isChanged(i) {
@@ -232,8 +237,8 @@ final class PassRunner {
       markSerial &+= 1
       var keys: [String] = []
       for n in list {
-        guard let i = journal.index(n), store.journal[i].mark != markSerial else { continue }
-        store.journal[i].mark = markSerial
+        guard let i = journal.index(n), journal[i].mark != markSerial else { continue }
+        journal[i].mark = markSerial
         if journal.isChanged(i) { keys.append(n.key) }
       }
       return ChangedKeypaths(keys)

@@ -79,21 +79,22 @@ enum Readers {
 /// valid keypath the store does not have yet (created by the write that
 /// needs it).
 enum Target {
-  case node(KeyNode)
+  /// Not retained: the store keeps its nodes while the bus's lock is held.
+  case node(Unretained<KeyNode>)
   /// The keypath, its segments, and their ids where the segment table knows
   /// them (``SegmentTable/unknown`` otherwise).
   case new(String, segments: [String], ids: [UInt32])
 
   var keypath: String {
     switch self {
-    case .node(let n): n.key
+    case .node(let n): n.with { $0.key }
     case .new(let k, _, _): k
     }
   }
 
   var ids: [UInt32] {
     switch self {
-    case .node(let n): n.ids
+    case .node(let n): n.with { $0.ids }
     case .new(_, _, let ids): ids
     }
   }
@@ -154,7 +155,7 @@ final class Store {
   /// Resolves a keypath: one lookup; for a keypath the store does not have,
   /// one parse (which validates it).
   func target(_ k: String) throws(OrdoError) -> Target {
-    if let n = existing(k) { return .node(n) }
+    if let u = nodes.find(hashString(k), { $0.key == k }) { return .node(Unretained(u)) }
     let parts = try Keypath.parse(k, allowWildcards: false).segments
     return .new(k, segments: parts, ids: parts.map { segments.lookup($0) })
   }
@@ -162,10 +163,11 @@ final class Store {
   /// The node of a target, creating it and its ancestors for a new keypath
   /// (recorded in the journal, so that a rollback or a pass that leaves them
   /// empty prunes them again).
-  func node(_ t: Target) -> KeyNode {
+  @inline(__always)
+  func node(_ t: Target) -> Unretained<KeyNode> {
     switch t {
     case .node(let n): return n
-    case .new(let k, let parts, _): return create(k, parts)
+    case .new(let k, let parts, _): return Unretained(create(k, parts))
     }
   }
 
@@ -197,7 +199,7 @@ final class Store {
   func pin(_ k: String) throws(OrdoError) -> KeyNode {
     let n: KeyNode
     switch try target(k) {
-    case .node(let found): n = found
+    case .node(let found): n = found.object
     case .new(let k, let parts, _):
       n = create(k, parts)
       // Created outside the journal's accounting: a pinned node is never
@@ -233,47 +235,42 @@ final class Store {
   /// Applies a write to a node and records it in the journal; `writer` is
   /// the contract whose callback writes (nil: the transaction's owner).
   /// Returns whether it altered the current state.
+  /// `writer` is 0 for a callback in a pass (not remembered), the
+  /// contract's id in an initial call outside a pass (remembered: its own
+  /// writes do not schedule it).
   @inline(__always)
   func apply(_ n: KeyNode, _ op: WriteOp, writer: ContractID?) -> Bool {
-    let i = journal.slot(n)
-    journal[i].written = true
-    if let writer {
-      if !journal[i].writers.contains(writer) { journal[i].writers.append(writer) }
-    } else {
-      journal[i].external = true
-    }
+    let external = writer == nil
+    let altered: Bool
+    let i: Int
     switch op {
     case .set(let v):
-      journal[i].ownValue = true
-      return store(n, i, v)
+      altered = !Value.same(n.value, v)
+      i = journal.write(n, external: external, ownValue: true, touched: false, saveOriginal: altered)
+      if altered { setValue(n, v) }
     case .remove:
-      journal[i].ownValue = true
-      return store(n, i, nil)
+      altered = n.value != nil
+      i = journal.write(n, external: external, ownValue: true, touched: false, saveOriginal: altered)
+      if altered { setValue(n, nil) }
     case .touch:
       // Every touch is news to the readers after the writer (the value
       // lives in the host), even when the keypath was touched before.
-      journal[i].touched = true
-      return true
+      altered = true
+      i = journal.write(n, external: external, ownValue: false, touched: true, saveOriginal: false)
     case .removeTree:
-      var altered = false
+      var removedAny = false
+      i = journal.write(n, external: external, ownValue: false, touched: false, saveOriginal: false)
       n.forEachInSubtree { d in
         guard d.value != nil else { return }
-        let j = journal.slot(d)
-        altered = store(d, j, nil) || altered
-        if !journal[i].removed.contains(Int32(j)) { journal[i].removed.append(Int32(j)) }
+        let j = journal.write(d, external: false, ownValue: false, touched: false, saveOriginal: true, asKeypath: false)
+        setValue(d, nil)
+        removedAny = true
+        journal.addRemoved(i, j)
       }
-      return altered
+      altered = removedAny
     }
-  }
-
-  /// Stores a value (nil: removes) in the node of record `i`, saving the
-  /// original first. Returns whether the value changed.
-  @inline(__always)
-  private func store(_ n: KeyNode, _ i: Int, _ v: Value?) -> Bool {
-    if Value.same(n.value, v) { return false }
-    journal.saveOriginal(i)
-    setValue(n, v)
-    return true
+    if let writer, writer != 0 { journal.addWriter(i, writer) }
+    return altered
   }
 
   private func setValue(_ n: KeyNode, _ v: Value?) {
@@ -311,7 +308,7 @@ final class Store {
   /// rollback actions to run (last first) without the lock.
   func rollback() -> [@Sendable () -> Void] {
     for i in 0..<journal.records.count where journal.netChanged(i) {
-      let original = journal[i].original
+      let original = journal.original(i)
       journal[i].node.with { setValue($0, original) }
     }
     let undo = journal.undo
@@ -389,7 +386,7 @@ final class Store {
       n.changedAt = 0
     }
     for (t, s) in targets {
-      let n = node(t)
+      let n = node(t).object
       setValue(n, s.value)
       n.counter = s.counter
       n.changedAt = s.changedAt

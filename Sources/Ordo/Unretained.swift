@@ -23,6 +23,16 @@ struct Unretained<T: AnyObject> {
     #endif
   }
 
+  /// Names the object of an unmanaged reference (the caller vouches that it
+  /// is alive).
+  @inline(__always)
+  init(_ u: Unmanaged<T>) {
+    ref = u
+    #if DEBUG
+    alive = u.takeUnretainedValue()
+    #endif
+  }
+
   /// The object, as a strong reference for the caller's scope.
   @inline(__always)
   var object: T {
