@@ -5,11 +5,9 @@
 /// a cache on the key node, rebuilt after every registration change.
 final class ContractGraph {
   let store: Store
-  // The registry and the read index are read for every scheduled contract;
-  // see ``ContractState`` for what their checks cost.
-  @exclusivity(unchecked) private(set) var registry = Registry()
+  private(set) var registry = Registry()
   private var byName = UnretainedTable<ContractState>()
-  @exclusivity(unchecked) private(set) var readIndex = PatternIndex()
+  private(set) var readIndex = PatternIndex()
   private(set) var writeIndex = PatternIndex()
   /// Every-transaction contracts, in registration order.
   private(set) var everyTransaction: [ContractState] = []

@@ -3,16 +3,14 @@
 /// one 128-byte block.
 final class ContractState {
   // The fields a pass touches come first, so that they share few cache
-  // lines (the first 64 bytes after the object header). The three marked
-  // unchecked are read for every scheduled contract; their exclusivity
-  // checks cost about 4 % at 100 000 contracts (`ordo-bench` scale).
+  // lines (the first 64 bytes after the object header).
   /// Also the registration order (ids only grow).
   let id: ContractID
   // Per-pass bookkeeping; `serial` identifies the pass.
-  @exclusivity(unchecked) var scheduledSerial: UInt32 = 0
-  @exclusivity(unchecked) var calledSerial: UInt32 = 0
+  var scheduledSerial: UInt32 = 0
+  var calledSerial: UInt32 = 0
   /// The written keypaths that scheduled it in this pass.
-  @exclusivity(unchecked) var triggers = Triggers.none
+  var triggers = Triggers.none
   let kind: ContractKind
   var registered = true
   var initialPending = false

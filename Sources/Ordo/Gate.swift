@@ -76,12 +76,9 @@ enum WriteAccess {
 /// nowhere else.
 final class Gate {
   let lock = MonitorLock()
-  // The owner and the phase are read by every write and read of the bus;
-  // exclusivity checks on them cost about 5 % of a delivered change
-  // (`ordo-bench` delivery), hence unchecked: they are only touched with
-  // `lock` held.
-  @exclusivity(unchecked) private var owner: pthread_t?
-  @exclusivity(unchecked) var phase = Phase.idle
+  // Touched only with `lock` held.
+  private var owner: pthread_t?
+  var phase = Phase.idle
   /// Ownership tickets: the next to hand out, and the one whose turn it is.
   private var nextTicket: UInt64 = 0
   private var serving: UInt64 = 0

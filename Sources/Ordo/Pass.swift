@@ -11,7 +11,10 @@ final class PassRunner {
   /// Identifies the running pass on the contracts (32 bits, to keep them
   /// small; see ``nextSerial()``).
   private(set) var serial: UInt32 = 0
-  // Pushed and popped for every scheduled contract (see ``ContractState``).
+  // Pushed and popped for every scheduled contract. Without
+  // @exclusivity(unchecked) the delivery workload (`ordo-bench --profile
+  // delivery`, callgrind) runs 16 % more instructions; it is only touched
+  // with the bus's lock held.
   @exclusivity(unchecked) private var schedule = Schedule()
   private var markSerial: UInt32 = 0
 

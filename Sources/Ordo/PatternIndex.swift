@@ -20,6 +20,11 @@ struct PatternIndex {
   }
 
   final class Node {
+    // Walked by every registration, unregistration and reader-cache
+    // rebuild. Without @exclusivity(unchecked) registering 100 000
+    // contracts (`ordo-bench --profile register:100000`, callgrind) runs
+    // 13 % more instructions; the index is only touched with the bus's
+    // lock held.
     @exclusivity(unchecked) var children = ChildMap()
     /// Patterns that end at this node without `**`.
     @exclusivity(unchecked) var exact: [ContractState] = []
