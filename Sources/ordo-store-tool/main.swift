@@ -18,6 +18,10 @@
 //       commits the bus workload (below) through a Bus with a DurableState
 //       forever, in groups of 1–8 with one sync() each (grouped) or one
 //       durable commit each; prints "synced ID" once ID is durable
+//   ordo-store-tool bus-bench DIR [N]        N transactions of one keypath
+//       committed through a Bus with a DurableState: each-commit mode, and
+//       grouped mode with one sync() per 1, 8, 64 or N commits, in both
+//       sync settings, and an in-memory bus; prints one JSON object
 //   ordo-store-tool bus-fsize PATH           a file-size limit makes a
 //       durable commit throw STORAGE and then a grouped sync() fail; prints
 //       what happened at each step (see Tests/OrdoStoreTests/BusTests.swift)
@@ -351,10 +355,45 @@ func busFsize(_ path: String) {
   }
 }
 
+/// N transactions of one keypath each through a bus; `group` commits per
+/// sync() in grouped mode (nil: each-commit mode; 0: no durable state).
+func busRate(_ dir: String, _ sync: SyncMode, _ n: Int, _ mode: DurableState.Mode, _ group: Int) -> Double {
+  let path = "\(dir)/bus-bench-\(sync.rawValue)-\(mode.rawValue)-\(group).ordo"
+  for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
+  let bus = Bus()
+  let durable = group == 0 ? nil : attachOrFail(bus, path, sync, mode)
+  let t0 = now()
+  do {
+    for t in 1...n {
+      try bus.transaction { try bus.set("bench.k\(t % 1000)", .int64(Int64(t))) }
+      if let durable, mode == .grouped, t % group == 0 || t == n { try durable.sync() }
+    }
+  } catch {
+    fail("\(error)")
+  }
+  let r = Double(n) / (now() - t0)
+  durable?.close()
+  for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
+  return r
+}
+
+func busBench(_ dir: String, _ n: Int) {
+  var fields: [String] = ["\"transactions\": \(n)", "\"memory_txn_per_s\": \(Int(busRate(dir, .full, n, .grouped, 0).rounded()))"]
+  for sync in SyncMode.allCases {
+    fields.append("\"\(sync.rawValue)_each_commit_txn_per_s\": \(Int(busRate(dir, sync, n, .eachCommit, 1).rounded()))")
+    for group in [1, 8, 64, n] {
+      let name = group == n ? "all" : "\(group)"
+      let r = busRate(dir, sync, n, .grouped, group)
+      fields.append("\"\(sync.rawValue)_grouped_sync_every_\(name)_txn_per_s\": \(Int(r.rounded()))")
+    }
+  }
+  say("{" + fields.joined(separator: ", ") + "}")
+}
+
 let args = CommandLine.arguments
 guard args.count >= 3 else {
   fail(
-    "usage: ordo-store-tool crash PATH full|normal | fsize PATH | hold PATH | open PATH | bench DIR [N] | bus-crash PATH full|normal grouped|each-commit | bus-fsize PATH"
+    "usage: ordo-store-tool crash PATH full|normal | fsize PATH | hold PATH | open PATH | bench DIR [N] | bus-crash PATH full|normal grouped|each-commit | bus-bench DIR [N] | bus-fsize PATH"
   )
 }
 switch args[1] {
@@ -378,6 +417,10 @@ case "bus-crash":
     fail(error.message)
   }
 case "bus-fsize": busFsize(args[2])
+case "bus-bench":
+  let n = args.count > 3 ? Int(args[3]) ?? 0 : 2000
+  if n < 1 { fail("N must be a positive number") }
+  busBench(args[2], n)
 case "bench":
   let n = args.count > 3 ? Int(args[3]) ?? 0 : 2000
   if n < 1 { fail("N must be a positive number") }
