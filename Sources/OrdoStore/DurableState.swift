@@ -95,9 +95,18 @@ public final class DurableState: Sendable {
       let file = try StateFile.open(path: path, sync: sync)
       do throws(StoreError) {
         let state = try file.load()
-        try restore(bus, from: state, path: path)
         let durable = DurableState(bus: bus, file: file, mode: mode, durable: state.lastTransaction)
+        // The hook goes in before the restore and refuses commits until it
+        // is done, so that no transaction of another thread slips between.
+        durable.core.state.withLock { $0.recovery = "the state file is being attached" }
         durable.install()
+        do throws(StoreError) {
+          try restore(bus, from: state, path: path)
+        } catch {
+          durable.detach()
+          throw error
+        }
+        durable.core.state.withLock { $0.recovery = nil }
         return durable
       } catch {
         file.close()
@@ -320,7 +329,7 @@ public final class DurableState: Sendable {
     /// Grouped mode's hook (bus lock held): queues the transaction.
     func queue(_ txn: UInt64, _ changes: [KeyState]) throws(StoreError) {
       try state.withLock { (s: inout State) throws(StoreError) in
-        try accept(&s, txn)
+        guard try accept(&s, txn) else { return }
         s.queue.append(Queued(transaction: txn, changes: changes.map(stored)))
         s.committed = txn
       }
@@ -330,7 +339,7 @@ public final class DurableState: Sendable {
     /// transaction. A failure leaves the file as at the last transaction.
     func store(_ txn: UInt64, _ changes: [KeyState]) throws(StoreError) {
       try state.withLock { (s: inout State) throws(StoreError) in
-        try accept(&s, txn)
+        guard try accept(&s, txn) else { return }
         try file.append(transaction: txn, changes: changes.map(stored))
         try file.sync()
         s.committed = txn
@@ -338,20 +347,22 @@ public final class DurableState: Sendable {
       }
     }
 
-    private func accept(_ s: inout State, _ txn: UInt64) throws(StoreError) {
-      if s.closed {
-        throw StoreError(.closed, path: file.path, message: "state file \(file.path): closed")
-      }
+    /// Whether to store the transaction: not once `close()` began (the
+    /// bus goes on in memory, as it will once the hook is gone). Throws
+    /// while a restore is pending, or for an id out of sequence.
+    private func accept(_ s: inout State, _ txn: UInt64) throws(StoreError) -> Bool {
+      if s.closed { return false }
       if let why = s.recovery {
         throw StoreError(
           .storage, path: file.path,
-          message: "state file \(file.path): transaction \(txn) refused while the bus is restored after a failed sync (\(why))")
+          message: "state file \(file.path): transaction \(txn) refused while the bus is restored from the state file (\(why))")
       }
       if txn != s.committed + 1 {
         throw StoreError(
           .invalidArgument, path: file.path,
           message: "state file \(file.path): transaction \(txn) does not follow the last stored transaction \(s.committed)")
       }
+      return true
     }
 
     private func stored(_ k: KeyState) -> StoredKeypath {

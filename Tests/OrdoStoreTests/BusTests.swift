@@ -232,6 +232,54 @@ func randomHistory(_ bus: Bus, _ durable: DurableState, seed: UInt64, transactio
     reopened.close()
   }
 
+  /// Attaching while another thread commits: no transaction slips between
+  /// the restore and the hook; the commits after attach are all stored.
+  @Test func attachWhileAnotherThreadCommits() throws {
+    let dir = TempDir()
+    defer { dir.remove() }
+    let path = dir.file("state.ordo")
+    try makeState(path, 20)  // a state file whose model differs from the bus's
+    let bus = Bus()
+    let stop = Atomic<Bool>(false)
+    let commits = Atomic<Int>(0)
+    let others = Mutex<[String]>([])
+    let finished = DispatchSemaphore(value: 0)
+    Thread {
+      var i: Int64 = 0
+      while !stop.load(ordering: .acquiring) {
+        i += 1
+        do {
+          try bus.transaction { try bus.set("n", .int64(i)) }
+          commits.add(1, ordering: .relaxed)
+        } catch let e as OrdoError where e.code == .storage && e.message.contains("being attached") {
+          // refused while attaching: not applied
+        } catch {
+          others.withLock { $0.append("\(error)") }
+        }
+      }
+      finished.signal()
+    }.start()
+    while commits.load(ordering: .relaxed) < 100 { usleep(100) }
+    let durable = try DurableState.attach(bus: bus, path: path)
+    let atAttach = commits.load(ordering: .relaxed)
+    // A liveness bound, not a timing expectation: 10 s for 200 commits.
+    let deadline = now() + 10
+    while commits.load(ordering: .relaxed) < atAttach + 200 && now() < deadline { usleep(100) }
+    stop.store(true, ordering: .releasing)
+    finished.wait()
+    #expect(others.withLock { $0 }.isEmpty, "\(others.withLock { $0 })")
+    #expect(commits.load(ordering: .relaxed) >= atAttach + 200)
+    let last = try durable.sync()
+    #expect(last > 20 + 150 && last == bus.transactionID)
+    let state = try BusState(bus)
+    #expect(state.keypaths["k.n1"] != nil)  // the file's model, not the bus's old one
+    durable.close()
+    let again = Bus()
+    let reopened = try DurableState.attach(bus: again, path: path)
+    #expect(try BusState(again) == state)
+    reopened.close()
+  }
+
   /// A full disk (a small tmpfs): a durable commit that cannot be stored
   /// throws STORAGE and leaves memory as before; a grouped sync that fails
   /// loses its transactions and memory goes back to the disk; once space is
