@@ -2,7 +2,9 @@
 #
 #   make test-store    the OrdoStore tests alone (also part of test-swift)
 #   make bench-store   group commit: transactions/s with one sync per 1, 8,
-#                      64 or all 2 000 transactions, in both sync settings
+#                      64 or all 2 000 transactions, in both sync settings,
+#                      on the StateFile alone and through a Bus with a
+#                      DurableState (each-commit and grouped modes)
 #   make bench-dconf   builds Benchmarks/c/dconf-bench.c (installs
 #                      dconf-service and libdconf-dev) and runs it against
 #                      dconf and the in-memory release ordod; one JSON
@@ -25,6 +27,7 @@ bench-store: deps
 	$(SWIFT) build -c release --scratch-path $(BENCH_SCRATCH) --product ordo-store-tool $(SWIFTFLAGS)
 	@mkdir -p $(STORE_BENCH_DIR)
 	$(BENCH_SCRATCH)/release/ordo-store-tool bench $(STORE_BENCH_DIR) 2000
+	$(BENCH_SCRATCH)/release/ordo-store-tool bus-bench $(STORE_BENCH_DIR) 2000
 
 dconf-bench: deps
 	@scripts/deps.sh dconf-service libdconf-dev

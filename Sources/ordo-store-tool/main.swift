@@ -14,6 +14,17 @@
 //   ordo-store-tool bench DIR [N]            group commit: N transactions
 //       with one sync each vs one sync per group, in both sync settings;
 //       prints one JSON object
+//   ordo-store-tool bus-crash PATH full|normal grouped|each-commit
+//       commits the bus workload (below) through a Bus with a DurableState
+//       forever, in groups of 1–8 with one sync() each (grouped) or one
+//       durable commit each; prints "synced ID" once ID is durable
+//   ordo-store-tool bus-bench DIR [N]        N transactions of one keypath
+//       committed through a Bus with a DurableState: each-commit mode, and
+//       grouped mode with one sync() per 1, 8, 64 or N commits, in both
+//       sync settings, and an in-memory bus; prints one JSON object
+//   ordo-store-tool bus-fsize PATH           a file-size limit makes a
+//       durable commit throw STORAGE and then a grouped sync() fail; prints
+//       what happened at each step (see Tests/OrdoStoreTests/BusTests.swift)
 import Ordo
 import OrdoStore
 
@@ -193,9 +204,197 @@ func bench(_ dir: String, _ n: Int) {
   say("{" + fields.joined(separator: ", ") + "}")
 }
 
+// MARK: - Through a bus
+
+/// Transaction `t` of the bus workload (replayed independently by
+/// Tests/OrdoStoreTests/BusWorkload.swift). Every transaction changes `seq`,
+/// so its id is `t`. The contract `count` (reads `k.*`, writes `sum.count`)
+/// keeps the number of `k.*` keypaths holding a value.
+func busWorkload(_ bus: Bus, _ t: UInt64) throws {
+  try bus.transaction {
+    try bus.set("seq", .int64(Int64(t)))
+    try bus.set("k.n\(t % 37)", .int64(Int64(t)))
+    try bus.set("s.n\(t % 11)", .string("v\(t) ü"))
+    if t % 5 == 0 { try bus.remove("k.n\((t + 1) % 37)") }
+    if t % 7 == 0 { try bus.touch("t.tick") }
+    if t % 13 == 0 { try bus.set("b.blob", .bytes((0..<(t % 50)).map { UInt8(truncatingIfNeeded: $0 &* t) })) }
+    if t % 29 == 0 { try bus.removeTree("s") }
+  }
+}
+
+/// Registers the workload's contract.
+func registerCount(_ bus: Bus) throws {
+  try bus.register(name: "count", reads: ["k.*"], writes: ["sum.count"]) { _ in
+    var n: Int64 = 0
+    for i in 0..<37 where try bus.value("k.n\(i)") != nil { n += 1 }
+    try bus.set("sum.count", .int64(n))
+  }
+}
+
+func attachOrFail(_ bus: Bus, _ path: String, _ sync: SyncMode, _ mode: DurableState.Mode) -> DurableState {
+  do {
+    return try DurableState.attach(bus: bus, path: path, sync: sync, mode: mode)
+  } catch {
+    fail(error.message)
+  }
+}
+
+func busCrash(_ path: String, _ sync: SyncMode, _ mode: DurableState.Mode) -> Never {
+  let bus = Bus()
+  let durable = attachOrFail(bus, path, sync, mode)
+  var g = SystemRandomNumberGenerator()
+  do {
+    try registerCount(bus)
+    var t = bus.transactionID
+    while true {
+      let group = mode == .grouped ? Int.random(in: 1...8, using: &g) : 1
+      for _ in 0..<group {
+        t += 1
+        try busWorkload(bus, t)
+        if bus.transactionID != t { fail("transaction \(t) got id \(bus.transactionID)") }
+      }
+      let synced = try durable.sync()
+      if synced != t { fail("synced \(synced), committed \(t)") }
+      say("synced \(t)")
+    }
+  } catch {
+    fail("\(error)")
+  }
+}
+
+/// The state a bus shows: one line per keypath (value, counter,
+/// changed-at), and the last id.
+func describe(_ bus: Bus) -> String {
+  do {
+    let c = try bus.changes(since: 0, ["**"])
+    let keys = c.counters.keys.sorted()
+    let lines = try keys.map { k in "\(k)=\(c.values[k].map { "\($0)" } ?? "-")/\(c.counters[k]!)/\(try bus.changedAt(k))" }
+    return "txn \(bus.transactionID) " + lines.joined(separator: " ")
+  } catch {
+    fail("\(error)")
+  }
+}
+
+func setFileSizeLimit(_ path: String) -> rlimit {
+  var limit = rlimit()
+  getrlimit(__rlimit_resource_t(RLIMIT_FSIZE.rawValue), &limit)
+  let saved = limit
+  limit.rlim_cur = rlim_t(max(fileSize(path), fileSize(path + "-wal")) + 16384)
+  if setrlimit(__rlimit_resource_t(RLIMIT_FSIZE.rawValue), &limit) != 0 { fail("setrlimit: \(String(cString: strerror(errno)))") }
+  return saved
+}
+
+func restoreFileSizeLimit(_ saved: rlimit) {
+  var limit = saved
+  if setrlimit(__rlimit_resource_t(RLIMIT_FSIZE.rawValue), &limit) != 0 { fail("setrlimit: \(String(cString: strerror(errno)))") }
+}
+
+let bigValue = Value.bytes((0..<262_144).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+
+/// Prints, in order: "committed 3"; "refused CODE MESSAGE" and "unchanged"
+/// (a durable commit over the limit threw and memory is as before);
+/// "committed 4" (the limit lifted); "synced 6" (grouped mode); "lost
+/// FIRST LAST MESSAGE" and "restored" (a grouped sync over the limit
+/// failed and memory is back at 6); "synced 7"; "state DESCRIPTION".
+func busFsize(_ path: String) {
+  signal(SIGXFSZ, SIG_IGN)
+  let bus = Bus()
+  do {
+    try registerCount(bus)
+    // Each commit durable.
+    var durable = attachOrFail(bus, path, .full, .eachCommit)
+    for t in UInt64(1)...3 { try busWorkload(bus, t) }
+    say("committed \(bus.transactionID)")
+    let before = describe(bus)
+    let saved = setFileSizeLimit(path)
+    do {
+      try bus.transaction { try bus.set("big.blob", bigValue) }
+      fail("a 256 KiB transaction was stored under a file-size limit")
+    } catch let e as OrdoError {
+      say("refused \(e.code.name) \(e.message)")
+    }
+    if describe(bus) != before { fail("memory changed: \(describe(bus)) instead of \(before)") }
+    if durable.lastDurableTransaction != 3 { fail("durable \(durable.lastDurableTransaction)") }
+    say("unchanged")
+    restoreFileSizeLimit(saved)
+    try bus.transaction { try bus.set("big.blob", bigValue) }
+    say("committed \(bus.transactionID)")
+
+    // Grouped: a failed sync.
+    if durable.close() != nil { fail("each-commit mode left transactions unsynced") }
+    durable = attachOrFail(bus, path, .full, .grouped)
+    for t in UInt64(5)...6 { try busWorkload(bus, t) }
+    say("synced \(try durable.sync())")
+    let atSix = describe(bus)
+    try bus.transaction { try bus.set("big.one", bigValue) }
+    try bus.transaction {
+      try bus.set("big.two", bigValue)
+      try bus.set("seq", .int64(-1))
+    }
+    if bus.transactionID != 8 { fail("two commits in memory, id \(bus.transactionID)") }
+    let limit = setFileSizeLimit(path)
+    do {
+      try durable.sync()
+      fail("a 512 KiB group was synced under a file-size limit")
+    } catch {
+      let lost = error.lost.map { "\($0.lowerBound) \($0.upperBound)" } ?? "none"
+      say("lost \(lost) \(error.error.kind.rawValue) \(error.description)")
+    }
+    if describe(bus) != atSix { fail("memory is not the durable state: \(describe(bus)) instead of \(atSix)") }
+    if durable.lastDurableTransaction != 6 || durable.lastCommittedTransaction != 6 {
+      fail("durable \(durable.lastDurableTransaction), committed \(durable.lastCommittedTransaction)")
+    }
+    say("restored")
+    restoreFileSizeLimit(limit)
+    try busWorkload(bus, 7)
+    say("synced \(try durable.sync())")
+    say("state \(describe(bus))")
+    durable.close()
+  } catch {
+    fail("\(error)")
+  }
+}
+
+/// N transactions of one keypath each through a bus; `group` commits per
+/// sync() in grouped mode (nil: each-commit mode; 0: no durable state).
+func busRate(_ dir: String, _ sync: SyncMode, _ n: Int, _ mode: DurableState.Mode, _ group: Int) -> Double {
+  let path = "\(dir)/bus-bench-\(sync.rawValue)-\(mode.rawValue)-\(group).ordo"
+  for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
+  let bus = Bus()
+  let durable = group == 0 ? nil : attachOrFail(bus, path, sync, mode)
+  let t0 = now()
+  do {
+    for t in 1...n {
+      try bus.transaction { try bus.set("bench.k\(t % 1000)", .int64(Int64(t))) }
+      if let durable, mode == .grouped, t % group == 0 || t == n { try durable.sync() }
+    }
+  } catch {
+    fail("\(error)")
+  }
+  let r = Double(n) / (now() - t0)
+  durable?.close()
+  for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
+  return r
+}
+
+func busBench(_ dir: String, _ n: Int) {
+  var fields: [String] = ["\"transactions\": \(n)", "\"memory_txn_per_s\": \(Int(busRate(dir, .full, n, .grouped, 0).rounded()))"]
+  for sync in SyncMode.allCases {
+    fields.append("\"\(sync.rawValue)_each_commit_txn_per_s\": \(Int(busRate(dir, sync, n, .eachCommit, 1).rounded()))")
+    for group in [1, 8, 64, n] {
+      let name = group == n ? "all" : "\(group)"
+      let r = busRate(dir, sync, n, .grouped, group)
+      fields.append("\"\(sync.rawValue)_grouped_sync_every_\(name)_txn_per_s\": \(Int(r.rounded()))")
+    }
+  }
+  say("{" + fields.joined(separator: ", ") + "}")
+}
+
 let args = CommandLine.arguments
 guard args.count >= 3 else {
-  fail("usage: ordo-store-tool crash PATH full|normal | fsize PATH | hold PATH | open PATH | bench DIR [N]")
+  fail(
+    "usage: ordo-store-tool crash PATH full|normal | fsize PATH | hold PATH | open PATH | bench DIR [N] | bus-crash PATH full|normal grouped|each-commit | bus-bench DIR [N] | bus-fsize PATH"
+  )
 }
 switch args[1] {
 case "crash":
@@ -208,6 +407,20 @@ case "crash":
 case "fsize": fsize(args[2])
 case "hold": hold(args[2])
 case "open": exit(tryOpen(args[2]))
+case "bus-crash":
+  guard args.count == 5, let mode = DurableState.Mode(rawValue: args[4]) else {
+    fail("usage: ordo-store-tool bus-crash PATH full|normal grouped|each-commit")
+  }
+  do {
+    busCrash(args[2], try SyncMode(parsing: args[3]), mode)
+  } catch {
+    fail(error.message)
+  }
+case "bus-fsize": busFsize(args[2])
+case "bus-bench":
+  let n = args.count > 3 ? Int(args[3]) ?? 0 : 2000
+  if n < 1 { fail("N must be a positive number") }
+  busBench(args[2], n)
 case "bench":
   let n = args.count > 3 ? Int(args[3]) ?? 0 : 2000
   if n < 1 { fail("N must be a positive number") }

@@ -88,6 +88,10 @@ final class Model {
   // Store.
   var values: [String: Value] = [:]
   var counters: [String: UInt64] = [:]
+  /// SPEC §10: the id of the last committed transaction whose counter bump
+  /// touched the keypath. A keypath whose value was removed keeps it (and
+  /// its counter): a tombstone.
+  var changedAt: [String: UInt64] = [:]
   var lastTxn: UInt64 = 0
 
   // Contracts, in registration order.
@@ -498,6 +502,30 @@ final class Model {
     return counters[k] ?? 0
   }
 
+  // MARK: - Resynchronization (SPEC §10)
+
+  /// The committed value of a keypath: while a transaction is open, the
+  /// value it had at the start of it.
+  func committedValue(_ k: String) -> Value? {
+    if let old = start[k] { return old }
+    return values[k]
+  }
+
+  /// `changes(since, patterns)` outside callbacks: every keypath matching a
+  /// pattern whose changed-at is after `since`, with its committed value,
+  /// or in `removed` when it holds none; the last committed id.
+  func changes(since: UInt64, _ patterns: [String]) throws -> Changes {
+    for p in patterns where !Naive.isPattern(p) { throw Fail("INVALID_KEYPATH") }
+    // decision: `since` after the last committed id belongs to another epoch.
+    guard since <= lastTxn else { throw Fail("INVALID_ARGUMENT") }
+    var out = Changes(transaction: lastTxn)
+    for (k, at) in changedAt where at > since && patterns.contains(where: { Naive.matches($0, k) }) {
+      out.counters[k] = counters[k]
+      if let v = committedValue(k) { out.values[k] = v } else { out.removed.insert(k) }
+    }
+    return out
+  }
+
   // MARK: - The pass (SPEC §5)
 
   func runPass(afterInitialCall: Bool = false) throws(Unsupported) -> UInt64 {
@@ -549,7 +577,10 @@ final class Model {
     // its value at the start.
     var bump = Set(written.filter(\.touched).map(\.key))
     for k in start.keys where netChanged(k) { bump.insert(k) }
-    for k in bump { counters[k, default: 0] += 1 }
+    for k in bump {
+      counters[k, default: 0] += 1
+      changedAt[k] = txn
+    }
     return txn
   }
 }
