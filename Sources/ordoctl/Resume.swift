@@ -234,6 +234,19 @@ final class ResumingWatch {
     }
   }
 
+  /// Whether the connection was lost once (later connections drop the guid).
+  private var reconnecting = false
+
+  /// `address` without its `guid=` keys (each `;`-separated address).
+  static func withoutGUID(_ address: String?) -> String? {
+    guard let address else { return nil }
+    return address.split(separator: ";", omittingEmptySubsequences: false).map { one in
+      guard let colon = one.firstIndex(of: ":") else { return String(one) }
+      let keys = one[one.index(after: colon)...].split(separator: ",").filter { !$0.hasPrefix("guid=") }
+      return String(one[...colon]) + keys.joined(separator: ",")
+    }.joined(separator: ";")
+  }
+
   /// The service left or another process took its name: its contract is
   /// gone; register again and catch up.
   private func ownerChanged(_ owner: String?) {
@@ -242,10 +255,14 @@ final class ResumingWatch {
 
   private func syncOnce() throws(OrdoRemoteError) {
     if client?.isConnected != true {
+      if client != nil { reconnecting = true }
       client?.close()
       client = nil
       registeredPath = nil
-      let c = try OrdoClient(address: o.address, name: o.service, timeoutMs: o.timeoutMs)
+      // Again after a loss: the bus daemon at that address is a new one,
+      // with a new guid, so a guid in the address would refuse it.
+      let again = reconnecting ? Self.withoutGUID(o.address ?? getenv("DBUS_SESSION_BUS_ADDRESS").map { String(cString: $0) }) : o.address
+      let c = try OrdoClient(address: again, name: o.service, timeoutMs: o.timeoutMs)
       c.onOwnerChange = { [unowned self] owner in self.ownerChanged(owner) }
       client = c
     }

@@ -433,6 +433,61 @@ class OrdodRestart(ResumeTest):
         self.assertEqual(env.ordoctl("watch", "w.d", "--resume", check=False).returncode, 2)
 
 
+FIXED_SOCKET_CONFIG = harness.DAEMON_CONFIG.replace("<listen>unix:dir={dir}</listen>",
+                                                    "<listen>unix:path={dir}/bus</listen>")
+
+
+class BusRestart(ResumeTest):
+    def setUp(self):
+        # A daemon at a fixed socket path, so that it can come back at the same address.
+        self.env = Env(config=FIXED_SOCKET_CONFIG)
+        self.addCleanup(self._finish)
+
+    def test_watcher_reconnects_when_the_bus_daemon_comes_back(self):
+        env = self.env
+        pos = os.path.join(env.dir, "watch.pos")
+        env.peer().commit({"w.a": ("x", 1)})
+        proc, lines = self.watcher(pos)
+        lines.wait_for(lambda l: l["kind"] == "snapshot")
+        for p in env.peers:
+            p.close()
+        env.peers = []
+        # The bus daemon goes away: ordod exits (status 1), the watcher waits.
+        self.assertEqual(stop(env.daemon), 0)
+        self.assertEqual(env.ordod.wait(10), 1)
+        conf = os.path.join(env.dir, "bus.conf")
+        env.daemon = spawn(["dbus-daemon", "--config-file=" + conf, "--nofork", "--nopidfile", "--print-address=1"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        new_address = read_line(env.daemon.stdout, 10, "the new daemon's address")
+        # The same socket, a new daemon (a new guid: the watcher drops the old one to reconnect).
+        self.assertEqual(new_address.split(",guid=")[0], env.address.split(",guid=")[0])
+        self.assertNotEqual(new_address, env.address)
+        env.address = new_address
+        env.ordod = None
+        env.start_ordod()
+        q = env.peer()
+        q.commit({"w.b": ("x", 2)})
+        lines.wait_for(lambda l: l["kind"] == "snapshot" and l["epoch"] == epoch(q), what="the snapshot after reconnecting")
+        q.commit({"w.c": ("x", 3)})
+        lines.wait_for(lambda l: l["kind"] == "notify" and l["txn"] == 2, what="a live line after reconnecting")
+        self.assertEqual(stop(proc, signal.SIGTERM), 0)
+        out = lines.finish()
+        self.assertEqual([(l["kind"], l["txn"], l["changed"]) for l in out],
+                         [("snapshot", 1, ["w.a"]), ("snapshot", 1, ["w.b"]), ("notify", 2, ["w.c"])])
+        self.assertIn("is back", proc.stderr.read())
+
+    def test_gives_up_after_the_reconnect_timeout(self):
+        env = self.env
+        pos = os.path.join(env.dir, "watch.pos")
+        proc, lines = self.watcher(pos, ("w.**",), "--reconnect-timeout", "1")
+        lines.wait_for(lambda l: l["kind"] == "snapshot")
+        stop(env.ordod, signal.SIGKILL)
+        env.ordod = None
+        self.assertEqual(proc.wait(15), 1)
+        self.assertIn("did not come back within 1 s", proc.stderr.read())
+        env.start_ordod()   # for the cleanup's checks
+
+
 class DroppedNotify(ResumeTest):
     max_outgoing = 64 << 10   # the daemon drops what a stopped reader cannot take
 
