@@ -525,4 +525,4 @@ class DroppedNotify(ResumeTest):
 
 
 if __name__ == "__main__":
-    harness.main("test_resync")
+    harness.main("dbus resync")
