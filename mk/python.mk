@@ -8,14 +8,13 @@
 #                      libordo.so, installed into a temporary prefix
 #   make python-venv   only makes the venv with the package installed
 #
-# bindings/python/tests/test_resume.py (Changes, Epoch, resume from a saved
-# position, gap detection) waits for the service's Changes/Epoch (SPEC §10):
-# run it by hand with `make test-python PYTEST_FILES=tests/test_resume.py`.
+# One file alone: make test-python PYTEST_FILES=tests/test_resume.py
 
 PYTHON        ?= python3
 PYTHON_VENV   ?= .build-python/venv
 PYTHON_PKGS   := python3 python3-venv dbus-daemon
-PYTEST_FILES  ?= tests/test_values_errors.py tests/test_client.py tests/test_native.py tests/test_examples.py
+PYTEST_FILES  ?= tests/test_values_errors.py tests/test_client.py tests/test_native.py tests/test_examples.py \
+                 tests/test_resume.py
 PYTEST_ARGS   ?= -q
 
 .PHONY: test-python python-venv

@@ -107,6 +107,14 @@ public final class OrdoClient {
   /// accepted from it only (any peer can send a signal to this connection).
   public private(set) var serviceOwner: String?
   private var followingOwner = false
+  /// Called from ``process(timeoutMs:)`` when the owner of ``destination``
+  /// changes (after the first contract was registered): nil when it left
+  /// the bus, else the new owner's unique name. The contracts registered
+  /// with the old owner are gone with it (their callbacks are forgotten):
+  /// register again and catch up with ``changes(since:patterns:)`` (same
+  /// ``epoch``) or ``snapshot(_:)`` (SPEC §10). Any call made
+  /// meanwhile may see the old or the new owner.
+  public var onOwnerChange: ((String?) -> Void)?
 
   /// Connects to `address` (nil: the session bus from
   /// `DBUS_SESSION_BUS_ADDRESS`).
@@ -327,6 +335,80 @@ public final class OrdoClient {
     return (values, counters, rd.uint64())
   }
 
+  /// What changed after transaction `since` among the keypaths matching
+  /// `patterns` (`Changes`, SPEC §10), read at one moment: values, the
+  /// keypaths that hold none (removed or touched), their counters, and the
+  /// last committed id. `since` after the last committed id is
+  /// `dev.ordo.Error.InvalidArgument`: that history belongs to another
+  /// ``epoch``.
+  public func changes(since: UInt64, patterns: [String]) throws(OrdoRemoteError) -> Changes {
+    let r = try call("Changes") { w in
+      w.uint64(since)
+      w.stringArray(patterns)
+    }
+    guard r.signature == "a{sv}asa{st}t" else { throw Self.bad("Changes") }
+    var rd = r.reader()
+    var d = rd.recurse()
+    rd.next()
+    var values: [String: Value] = [:]
+    while !d.atEnd {
+      var e = d.recurse()
+      d.next()
+      guard let k = try? e.string("key"), let v = try? e.value("value", maxBytes: Int.max) else { throw Self.bad("Changes") }
+      values[k] = v
+    }
+    guard let removed = try? rd.stringArray("removed", limit: Int.max) else { throw Self.bad("Changes") }
+    var counters: [String: UInt64] = [:]
+    var c = rd.recurse()
+    rd.next()
+    while !c.atEnd {
+      var e = c.recurse()
+      c.next()
+      guard let k = try? e.string("key") else { throw Self.bad("Changes") }
+      counters[k] = e.uint64()
+    }
+    var out = Changes(transaction: rd.uint64())
+    out.values = values
+    out.removed = Set(removed)
+    out.counters = counters
+    return out
+  }
+
+  /// A property of `dev.ordo.Bus1` (`org.freedesktop.DBus.Properties.Get`).
+  private func property(_ name: String, _ signature: String) throws(OrdoRemoteError) -> MessageReader {
+    let r = try call("Get", interface: "org.freedesktop.DBus.Properties") { w in
+      w.string(ordoInterface)
+      w.string(name)
+    }
+    guard r.signature == "v" else { throw Self.bad("Properties.Get(\(name))") }
+    var rd = r.reader()
+    let v = rd.recurse()
+    var probe = v
+    guard probe.currentSignature() == signature else { throw Self.bad("Properties.Get(\(name))") }
+    return v
+  }
+
+  /// The epoch of the bus's history (property `Epoch`, SPEC §10): transaction
+  /// ids, counters and changed-at compare only within one epoch.
+  public var epoch: String {
+    get throws(OrdoRemoteError) {
+      var v = try property("Epoch", "s")
+      guard let e = try? v.string("Epoch") else { throw Self.bad("Properties.Get(Epoch)") }
+      return e
+    }
+  }
+
+  /// The last committed transaction id (property `Transaction`).
+  public var transaction: UInt64 {
+    get throws(OrdoRemoteError) {
+      var v = try property("Transaction", "t")
+      return v.uint64()
+    }
+  }
+
+  /// Whether the connection to the bus daemon is open.
+  public var isConnected: Bool { open && dbus_connection_get_is_connected(conn) != 0 }
+
   /// One dictionary per contract, in pass order (see `Contracts` in docs/dbus.md).
   public func contracts() throws(OrdoRemoteError) -> [[(String, RemoteField)]] {
     let r = try call("Contracts") { _ in }
@@ -417,7 +499,17 @@ public final class OrdoClient {
       if m.sender == "org.freedesktop.DBus", m.member == "NameOwnerChanged", m.signature == "sss" {
         var r = m.reader()
         if let name = try? r.string("name"), name == destination, let _ = try? r.string("old"), let new = try? r.string("new") {
-          serviceOwner = new.isEmpty ? nil : new
+          let owner = new.isEmpty ? nil : new
+          if owner != serviceOwner {
+            serviceOwner = owner
+            // The old owner's contracts went with it.
+            callbacks.removeAll()
+            writers.removeAll()
+            if let cb = onOwnerChange {
+              cb(owner)
+              any = true
+            }
+          }
         }
         continue
       }

@@ -49,6 +49,18 @@ public let introspectionXML: String = #"""
       <arg name="counters" type="a{st}" direction="out"/>
       <arg name="txn" type="t" direction="out"/>
     </method>
+    <!-- What changed after transaction "since" (SPEC 10): every keypath
+         matching a pattern whose changed-at is greater, with its value, or
+         in "removed" when it holds none; "txn" is the last committed id.
+         "since" after it is dev.ordo.Error.InvalidArgument (another epoch). -->
+    <method name="Changes">
+      <arg name="since" type="t" direction="in"/>
+      <arg name="patterns" type="as" direction="in"/>
+      <arg name="values" type="a{sv}" direction="out"/>
+      <arg name="removed" type="as" direction="out"/>
+      <arg name="counters" type="a{st}" direction="out"/>
+      <arg name="txn" type="t" direction="out"/>
+    </method>
     <!-- A writer contract's answer to its Notify: its writes, all or nothing. -->
     <method name="Complete">
       <arg name="contract" type="o" direction="in"/>
@@ -78,6 +90,11 @@ public let introspectionXML: String = #"""
       <annotation name="org.freedesktop.DBus.Property.EmitsChangedSignal" value="false"/>
     </property>
     <property name="Version" type="s" access="read">
+      <annotation name="org.freedesktop.DBus.Property.EmitsChangedSignal" value="const"/>
+    </property>
+    <!-- The epoch of the bus's history: transaction ids, counters and
+         changed-at compare only within one epoch (SPEC 10). -->
+    <property name="Epoch" type="s" access="read">
       <annotation name="org.freedesktop.DBus.Property.EmitsChangedSignal" value="const"/>
     </property>
   </interface>

@@ -318,6 +318,7 @@ public final class DBusService: @unchecked Sendable {
     Method(ordoInterface, "Commit", "a{sv}asas", right: .write, queueing: .whilePassWaits) { s, c throws(OrdoServiceError) in try s.commit(c) },
     Method(ordoInterface, "Get", "s", right: .read) { s, c throws(OrdoServiceError) in try s.get(c) },
     Method(ordoInterface, "Snapshot", "as", right: .read) { s, c throws(OrdoServiceError) in try s.snapshot(c) },
+    Method(ordoInterface, "Changes", "tas", right: .read) { s, c throws(OrdoServiceError) in try s.changes(c) },
     Method(ordoInterface, "Complete", "ota{sv}asas", right: .write) { s, c throws(OrdoServiceError) in try s.complete(c) },
     Method(ordoInterface, "Contracts", "") { s, c throws(OrdoServiceError) in try s.contractsReply(c.m) },
     Method(ordoInterface, "Graph", "") { s, c throws(OrdoServiceError) in try s.graphReply(c.m) },
@@ -819,6 +820,42 @@ public final class DBusService: @unchecked Sendable {
     }
   }
 
+  /// `Changes(t since, as patterns) → (a{sv} values, as removed, a{st}
+  /// counters, t txn)` (SPEC §10): filtered and limited like `Snapshot`.
+  private func changes(_ c: Call) throws(OrdoServiceError) -> DBusMessageRef? {
+    var r = c.m.reader()
+    let since = r.uint64()
+    let patterns = try r.stringArray("patterns", limit: limits.maxKeypathsPerCall)
+    var ch: Changes
+    do { ch = try bus.changes(since: since, patterns) } catch { throw .ordo(error) }
+    // Only what the caller may read.
+    if let f = c.access.readFilter {
+      ch.values = ch.values.filter { f.allows($0.key) }
+      ch.removed = ch.removed.filter { f.allows($0) }
+      ch.counters = ch.counters.filter { f.allows($0.key) }
+    }
+    var size = 64
+    for (k, v) in ch.values { size += k.utf8.count + Self.estimate(v) }
+    for k in ch.removed { size += k.utf8.count + 8 }
+    for (k, _) in ch.counters { size += k.utf8.count + 16 }
+    guard size <= limits.maxMessageBytes else {
+      throw .ordo(OrdoError(.limit, "the changes since transaction \(since) of [\(patterns.joined(separator: ", "))] hold \(ch.counters.count) keypaths (about \(size) bytes), more than max-message-bytes (\(limits.maxMessageBytes)); ask for narrower patterns, or read a Snapshot"))
+    }
+    return c.m.methodReturn { w in
+      w.valueDict(ch.values.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
+      w.stringArray(ch.removed.sorted())
+      w.container(ORDO_DBUS_TYPE_ARRAY, "{st}") { a in
+        for (k, n) in ch.counters.sorted(by: { $0.key < $1.key }) {
+          a.container(ORDO_DBUS_TYPE_DICT_ENTRY, nil) { e in
+            e.string(k)
+            e.uint64(n)
+          }
+        }
+      }
+      w.uint64(ch.transaction)
+    }
+  }
+
   private func complete(_ c: Call) throws(OrdoServiceError) -> DBusMessageRef? {
     var r = c.m.reader()
     let path: String
@@ -931,8 +968,11 @@ public final class DBusService: @unchecked Sendable {
       return m.methodReturn { $0.container(ORDO_DBUS_TYPE_VARIANT, "t") { $0.uint64(t) } }
     case "Version":
       return m.methodReturn { $0.container(ORDO_DBUS_TYPE_VARIANT, "s") { $0.string(ordoDBusVersion) } }
+    case "Epoch":
+      let e = bus.epoch
+      return m.methodReturn { $0.container(ORDO_DBUS_TYPE_VARIANT, "s") { $0.string(e) } }
     default:
-      throw .other(name: DBusErrorName.unknownProperty, message: "\(ordoInterface) has no property \(p); it has Transaction and Version")
+      throw .other(name: DBusErrorName.unknownProperty, message: "\(ordoInterface) has no property \(p); it has Transaction, Version and Epoch")
     }
   }
 
@@ -940,10 +980,12 @@ public final class DBusService: @unchecked Sendable {
     var r = m.reader()
     try propertyInterface(&r)
     let t = bus.transactionID
+    let e = bus.epoch
     return m.methodReturn { w in
       w.dict { d in
         d.entry("Transaction", uint64: t)
         d.entry("Version", string: ordoDBusVersion)
+        d.entry("Epoch", string: e)
       }
     }
   }

@@ -16,7 +16,12 @@ let usage = """
     touch KEY…                     mark keypaths changed in one transaction
     rm KEY…                        remove values in one transaction (KEY.** removes the tree)
     watch PATTERN… [--priority N] [--json] [--initial] [--count N] [--contract NAME]
-                                   register an observer and print one line per Notify
+          [--resume FILE [--reconnect-timeout S]]
+                                   register an observer and print one line per Notify;
+                                   with --resume, catch up from the position saved in
+                                   FILE (and after ordod restarts or a dropped Notify)
+    changes SINCE [PATTERN…] [--json]
+                                   what changed after transaction SINCE (default **)
     snapshot [PATTERN…] [--json]   values and counters (default pattern **)
     contracts                      the registered contracts, in pass order
     graph                          the contract dependency graph (Graphviz DOT)
@@ -131,6 +136,8 @@ case "watch":
   var initial = false
   var count = 0
   var contractName = "ordoctl-watch-\(getpid())-\(client.uniqueName)"
+  var resumeFile: String?
+  var reconnectTimeout: Int64 = 30
   while !args.isEmpty {
     let a = args.removeFirst()
     switch a {
@@ -147,12 +154,29 @@ case "watch":
     case "--contract":
       guard !args.isEmpty else { fail("--contract needs a name", code: 2) }
       contractName = args.removeFirst()
+    case "--resume":
+      guard let f = args.first, !f.isEmpty else { fail("--resume needs a file", code: 2) }
+      args.removeFirst()
+      resumeFile = f
+    case "--reconnect-timeout":
+      guard let v = args.first.flatMap({ Int64($0) }), v >= 0, v <= 1_000_000 else {
+        fail("--reconnect-timeout needs a number of seconds (0: wait forever)", code: 2)
+      }
+      args.removeFirst()
+      reconnectTimeout = v
     default:
       if a.hasPrefix("--") { fail("unknown watch option \(a)", code: 2) }
       patterns.append(a)
     }
   }
   guard !patterns.isEmpty else { fail("watch needs at least one pattern (** for everything)", code: 2) }
+  if let file = resumeFile {
+    if initial { fail("--initial and --resume do not go together: --resume starts with a catch-up (changes: or snapshot:)", code: 2) }
+    let o = ResumeOptions(
+      address: address, service: service, timeoutMs: timeoutMs, patterns: patterns, file: file, priority: priority,
+      json: json, count: count, contractName: contractName, reconnectTimeoutMs: reconnectTimeout * 1000)
+    ResumingWatch(o, client: client).run()
+  }
   var seen = 0
   installStopHandlers()
   run { () throws(OrdoRemoteError) in
@@ -193,6 +217,33 @@ case "snapshot":
         out("\(k)\(v) counter=\(counters[k] ?? 0)")
       }
       out("txn=\(s.transaction)")
+    }
+  }
+
+case "changes":
+  guard let first = args.first else { fail("changes needs a transaction id: changes SINCE [PATTERN…] [--json]", code: 2) }
+  guard let since = UInt64(first) else { fail("changes: \"\(first)\" is not a transaction id (an unsigned integer)", code: 2) }
+  args.removeFirst()
+  var json = false
+  var patterns: [String] = []
+  for a in args {
+    if a == "--json" { json = true } else if a.hasPrefix("--") { fail("unknown changes option \(a)", code: 2) } else { patterns.append(a) }
+  }
+  if patterns.isEmpty { patterns = ["**"] }
+  run { () throws(OrdoRemoteError) in
+    let ch = try client.changes(since: since, patterns: patterns)
+    let keys = Set(ch.values.keys).union(ch.removed).sorted()
+    if json {
+      let values = keys.compactMap { k in ch.values[k].map { ValueText.json(k) + ":" + ValueText.jsonValue($0) } }
+      let removed = ch.removed.sorted().map(ValueText.json)
+      let cs = keys.map { ValueText.json($0) + ":" + String(ch.counters[$0] ?? 0) }
+      out("{\"txn\":\(ch.transaction),\"values\":{\(values.joined(separator: ","))},\"removed\":[\(removed.joined(separator: ","))],\"counters\":{\(cs.joined(separator: ","))}}")
+    } else {
+      for k in keys {
+        let what = ch.values[k].map { "=" + ValueText.format($0, quoted: true) } ?? " removed"
+        out("\(k)\(what) counter=\(ch.counters[k] ?? 0)")
+      }
+      out("txn=\(ch.transaction)")
     }
   }
 

@@ -319,3 +319,78 @@ private let names: Policy.Resolver = { ["alice": 1000, "settingsd": 900, "apps":
   #expect(try !p("a.b").overlaps(p("a.c")))
   #expect(try p("**").overlaps(p("z")))
 }
+
+/// Runs a service on its own thread until `stop` (returns the joiner).
+private func runService(_ service: DBusService) -> () -> Void {
+  let box = ServiceBox(service)
+  var tid = pthread_t()
+  let ctx = Unmanaged.passRetained(box).toOpaque()
+  pthread_create(&tid, nil, { raw in
+    let box = Unmanaged<ServiceBox>.fromOpaque(raw!).takeRetainedValue()
+    try? box.service.run()
+    return nil
+  }, ctx)
+  return {
+    service.stop()
+    pthread_join(tid, nil)
+  }
+}
+
+/// Resynchronization through OrdoClient (SPEC §10): the Epoch property,
+/// Changes (values, removed, counters, since past the last id), and the
+/// owner-change callback when another service takes the name.
+@Test func clientChangesEpochAndOwnerChange() throws {
+  let (address, pid) = try startPrivateDaemon()
+  defer {
+    kill(pid, SIGKILL)
+    var st: Int32 = 0
+    waitpid(pid, &st, 0)
+  }
+  let bus = Bus()
+  var service: DBusService? = try DBusService(bus: bus, address: address, name: "dev.ordo.Test")
+  var join = runService(service!)
+  let client = try OrdoClient(address: address, name: "dev.ordo.Test", timeoutMs: 5000)
+  #expect(try client.epoch == bus.epoch)
+  #expect(try client.commit(set: [("d.a", .int64(1)), ("d.b", .string("b"))]) == 1)
+  #expect(try client.commit(set: [("d.c", .bool(true))], remove: ["d.b"]) == 2)
+  #expect(try client.commit(touch: ["d.t"]) == 3)
+  #expect(try client.transaction == 3)
+  let ch = try client.changes(since: 1, patterns: ["d.*"])
+  #expect(ch == (try bus.changes(since: 1, ["d.*"])))
+  #expect(ch.values == ["d.c": .bool(true)])
+  #expect(ch.removed == ["d.b", "d.t"])
+  #expect(ch.counters == ["d.b": 2, "d.c": 1, "d.t": 1])
+  #expect(ch.transaction == 3)
+  do {
+    _ = try client.changes(since: 4, patterns: ["**"])
+    Issue.record("Changes since a transaction after the last one succeeded")
+  } catch {
+    #expect(error.code == .invalidArgument)
+    #expect(error.message.contains(bus.epoch))
+  }
+  // Another service takes the name: the client is told (nil, then the new owner).
+  var owners: [String?] = []
+  client.onOwnerChange = { owners.append($0) }
+  var notes = 0
+  try client.register(name: "w", reads: ["d.**"]) { _ in notes += 1 }
+  let first = client.serviceOwner
+  #expect(first == service?.uniqueName)
+  join()
+  service?.close()
+  service = nil
+  let bus2 = Bus()
+  let service2 = try DBusService(bus: bus2, address: address, name: "dev.ordo.Test")
+  join = runService(service2)
+  defer { join() }
+  let deadline = time(nil) + 10
+  while owners.count < 2 && time(nil) < deadline { client.process(timeoutMs: 100) }
+  #expect(owners == [nil, service2.uniqueName])
+  #expect(client.serviceOwner == service2.uniqueName)
+  #expect(try client.epoch == bus2.epoch)
+  #expect(bus2.epoch != bus.epoch)
+  // The old contract is gone with its owner: a commit on the new bus calls nothing.
+  #expect(try client.commit(set: [("d.a", .int64(2))]) == 1)
+  client.process(timeoutMs: 200)
+  #expect(notes == 0)
+  client.close()
+}

@@ -1,10 +1,6 @@
 """Resynchronization (SPEC §10): the Epoch property, Changes, and the watch's
-automatic resume from a saved position and after a gap.
-
-NOT run by `make test` yet: the service's `Changes`/`Epoch` are being added
-in parallel. Once they exist, run `make test-python
-PYTEST_FILES=tests/test_resume.py` and add this file to PYTEST_FILES in
-mk/python.mk.
+automatic resume from a saved position and after a gap, against a real
+ordod (run by `make test-python`).
 """
 import pytest
 
