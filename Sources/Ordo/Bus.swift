@@ -77,6 +77,7 @@ public final class Bus: @unchecked Sendable {
 
   /// Runs the rollback actions of a refused pass and reports the refusal.
   private func settle(_ outcome: PassRunner.Outcome) throws(OrdoError) -> UInt64 {
+    if let trace = outcome.trace { deliver(trace) }
     guard let refusal = outcome.refusal else { return outcome.transaction }
     for action in outcome.undo.reversed() { action() }
     throw refusal
@@ -246,7 +247,13 @@ public final class Bus: @unchecked Sendable {
     switch access {
     case .refused: throw Rules.noTransaction(resolved[0].1, resolved[0].0.keypath)
     case .free: break
-    case .contract(let c): for (t, op) in resolved { try Rules.checkWrite(c, t, op, contractGraph) }
+    case .contract(let c):
+      for (t, op) in resolved {
+        do { try Rules.checkWrite(c, t, op, contractGraph) } catch {
+          passes.recorder?.refused(t.keypath, error)
+          throw error
+        }
+      }
     }
     for (t, op) in resolved { apply(t, op, access) }
   }
@@ -273,7 +280,11 @@ public final class Bus: @unchecked Sendable {
     let access = gate.writeAccess
     switch access {
     case .free: break  // the owner's open transaction: no contract rules
-    case .contract(let c): try Rules.checkWrite(c, t, op, contractGraph)
+    case .contract(let c):
+      do { try Rules.checkWrite(c, t, op, contractGraph) } catch {
+        passes.recorder?.refused(t.keypath, error)
+        throw error
+      }
     case .refused: throw Rules.noTransaction(op, t.keypath)
     }
     apply(t, op, access)
@@ -289,6 +300,7 @@ public final class Bus: @unchecked Sendable {
         return
       }
       if gate.inPass {
+        passes.recorder?.wrote(n.key)
         if store.apply(n, op, writer: 0) { passes.scheduleReaders(of: n, after: c) }
       } else {
         // An initial call inside an open transaction: remembered, so that
@@ -475,6 +487,11 @@ public final class Bus: @unchecked Sendable {
     case .idle:
       // Outside any transaction: the initial call opens a pass of its own.
       let outcome = passes.runInitial(c)
+      if let trace = outcome.trace {
+        gate.lock.unlock()
+        deliver(trace)
+        gate.lock.lock()
+      }
       if let refusal = outcome.refusal {
         passes.report(ContractFailure(contract: c.id, name: c.name, transaction: 0, message: refusal.description))
         gate.lock.unlock()
@@ -535,6 +552,26 @@ public final class Bus: @unchecked Sendable {
     gate.lock.lock()
     passes.failureHandler = handler
     gate.lock.unlock()
+  }
+
+  /// Sets the function told about every notification pass when it ends
+  /// (devtools: `docs/devtools.md`): the contracts it scheduled in order,
+  /// for each the keypaths that scheduled it, its writes, refused writes,
+  /// failure and duration, and those it skipped and why. It runs on the
+  /// committing thread after the pass, without the bus's lock. Without a
+  /// handler a pass records nothing.
+  public func onTrace(_ handler: (@Sendable (PassTrace) -> Void)?) {
+    gate.lock.lock()
+    passes.traceHandler = handler
+    gate.lock.unlock()
+  }
+
+  /// Calls the trace handler, without the lock.
+  private func deliver(_ trace: PassTrace) {
+    gate.lock.lock()
+    let handler = passes.traceHandler
+    gate.lock.unlock()
+    handler?(trace)
   }
 
   /// Runs `body` with the running callback's contract checks suspended on

@@ -24,6 +24,10 @@ final class PassRunner {
   var failureHandler: (@Sendable (ContractFailure) -> Void)?
   /// Told about every transaction before it commits; a throw discards it.
   var commitHook: ((UInt64, [KeyState]) throws -> Void)?
+  /// Told about every pass, after it ends (see ``Bus/onTrace(_:)``).
+  var traceHandler: (@Sendable (PassTrace) -> Void)?
+  /// The running pass's trace, only while someone listens.
+  private(set) var recorder: TraceRecorder?
 
   init(gate: Gate, store: Store, graph: ContractGraph) {
     self.gate = gate
@@ -40,6 +44,8 @@ final class PassRunner {
     var refusal: OrdoError?
     /// Rollback actions to run (last first) without the lock, after a refusal.
     var undo: [@Sendable () -> Void] = []
+    /// The pass's trace, for the trace handler (called without the lock).
+    var trace: PassTrace?
   }
 
   // MARK: - Starting a pass
@@ -48,6 +54,7 @@ final class PassRunner {
   /// Lock and ownership held on entry; ownership given up on return.
   func runCommit() -> Outcome {
     nextSerial()
+    if traceHandler != nil { recorder = TraceRecorder() }
     var anyChanged = false
     // Schedule the readers of what changed, evaluated before any callback.
     for i in 0..<journal.records.count where journal[i].written && journal.isChanged(i) {
@@ -80,6 +87,7 @@ final class PassRunner {
   /// return.
   func runInitial(_ c: ContractState) -> Outcome {
     nextSerial()
+    if traceHandler != nil { recorder = TraceRecorder() }
     gate.phase = .pass(txn: 0, call: nil)
     callInitial(c)
     var anyChanged = false
@@ -101,7 +109,7 @@ final class PassRunner {
   /// one (then `c` counts as called in it). Lock held.
   func callInitial(_ c: ContractState) {
     if case .pass = gate.phase { c.calledSerial = serial }
-    call(c, ContractNotification(transaction: store.lastTransaction, contract: c.id, changed: []))
+    call(c, ContractNotification(transaction: store.lastTransaction, contract: c.id, changed: []), because: [], initial: true)
   }
 
   /// Schedules `c`, registered during the running pass with an initial
@@ -171,27 +179,59 @@ final class PassRunner {
       c.with { step($0, txn) }
     }
     var outcome = Outcome()
+    let changed = recorder == nil ? [] : changedKeys()
     if let hook = commitHook {
       do {
         try hook(txn, store.pendingChanges(txn))
       } catch {
         outcome.refusal = OrdoError(.storage, "transaction \(txn) was not stored, nothing of it was applied: \(error)")
         outcome.undo = store.rollback()
+        outcome.trace = endTrace(txn, changed, committed: false)
         end()
         return outcome
       }
     }
     store.commit(txn)
+    outcome.trace = endTrace(txn, changed, committed: true)
     end()
     outcome.transaction = txn
     return outcome
   }
 
-  /// Ends a pass in which nothing changed: no id, nobody notified.
+  /// Ends a pass in which nothing changed: no id, nobody notified (but the
+  /// initial call that opened it, which the trace shows).
   private func discard() -> Outcome {
+    var outcome = Outcome()
+    if let r = recorder, !r.steps.isEmpty { outcome.trace = endTrace(store.lastTransaction, [], committed: false) }
+    recorder = nil
     store.reset()
     end()
-    return Outcome()
+    return outcome
+  }
+
+  /// Every keypath written in the transaction that still counts as changed.
+  private func changedKeys() -> [String] {
+    var keys: [String] = []
+    for i in 0..<journal.records.count where journal[i].written && journal.isChanged(i) {
+      keys.append(journal[i].node.with { $0.key })
+    }
+    return keys
+  }
+
+  private func endTrace(_ txn: UInt64, _ changed: [String], committed: Bool) -> PassTrace? {
+    defer { recorder = nil }
+    return recorder?.finish(txn, changed: changed, committed: committed)
+  }
+
+  /// The keypaths that scheduled `c` (for the trace).
+  private func because(_ c: ContractState) -> [String] {
+    switch c.triggers {
+    case .none: return []
+    case .one(let u): return [u.with { $0.key }]
+    case .many(let list):
+      var seen = Set<String>()
+      return list.map(\.key).filter { seen.insert($0).inserted }
+    }
   }
 
   private func end() {
@@ -202,6 +242,7 @@ final class PassRunner {
   /// Calls a popped contract if it is due (SPEC §5.2). Lock held.
   private func step(_ c: ContractState, _ txn: UInt64) {
     guard c.registered, c.calledSerial != serial else {
+      if let r = recorder, !c.registered { r.skipped(c, .unregistered, because: because(c), transaction: txn) }
       c.clearTriggers()
       return
     }
@@ -211,13 +252,17 @@ final class PassRunner {
       // made later in the pass affect its reads: "read everything".
       c.initialPending = false
       c.clearTriggers()
-      call(c, ContractNotification(transaction: txn, contract: c.id, changed: []))
+      call(c, ContractNotification(transaction: txn, contract: c.id, changed: []), because: [], initial: true)
       return
     }
     let changed = changedKeypaths(for: c)
+    let why = recorder == nil ? [] : c.kind == .everyTransaction ? Array(changed) : because(c)
     c.clearTriggers()
-    if changed.isEmpty { return }
-    call(c, ContractNotification(transaction: txn, contract: c.id, changed: changed))
+    if changed.isEmpty {
+      recorder?.skipped(c, .unchanged, because: why, transaction: txn)
+      return
+    }
+    call(c, ContractNotification(transaction: txn, contract: c.id, changed: changed), because: why, initial: false)
   }
 
   /// The keypaths a contract is told of at its turn: those that scheduled
@@ -250,15 +295,17 @@ final class PassRunner {
 
   /// Calls a contract's callback without holding the lock. Lock held on
   /// entry and on return.
-  private func call(_ c: ContractState, _ note: ContractNotification) {
+  private func call(_ c: ContractState, _ note: ContractNotification, because: [String], initial: Bool) {
     c.calls += 1
     c.lastTransaction = note.transaction
     notifications += 1
     let callback = c.callback
     var failure: (any Error)?
+    let traced = recorder.map { ($0, $0.calling(c, because: because, initial: initial, transaction: note.transaction), monotonicNS()) }
     gate.call(c) {
       do { try callback?(note) } catch { failure = error }
     }
+    if let (r, i, t0) = traced { r.called(i, durationNS: monotonicNS() - t0, failure: failure.map { String(describing: $0) }) }
     guard let failure else { return }
     c.failures += 1
     failures += 1

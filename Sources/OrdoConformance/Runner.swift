@@ -41,6 +41,47 @@ public enum ConformanceRunner {
     return (nil, state.allCalls)
   }
 
+  /// Runs a scenario with a trace handler (``Bus/onTrace(_:)``) and checks
+  /// the traces against the calls the contracts saw: the traced calls, in
+  /// order, are the calls made in passes (the others are initial calls made
+  /// inside an open transaction, outside any pass, with an empty list);
+  /// each traced call's transaction is the one the contract received and
+  /// its "because" holds every keypath the contract was told of. Returns
+  /// nil, or what differed.
+  public static func traceCheck(_ scenario: Scenario) -> String? {
+    let bus = Bus()
+    let traces = TraceLog()
+    bus.onTrace { traces.add($0) }
+    let state = RunState(bus: bus, access: .strings)
+    do {
+      for step in scenario.steps { try state.perform(step, inCallback: false) }
+    } catch {
+      return "\(error)"
+    }
+    let calls = state.recorded
+    var next = 0
+    for trace in traces.all {
+      for s in trace.steps where s.outcome == .called || s.outcome == .failed {
+        // Calls between two traced ones are initial calls outside passes.
+        while next < calls.count, calls[next].contract != s.name || calls[next].txn != s.transaction {
+          if !calls[next].changed.isEmpty { return "call \(next) (\(calls[next].contract) txn \(calls[next].txn)) made in a pass is missing from the trace" }
+          next += 1
+        }
+        guard next < calls.count else { return "traced call of \(s.name) in transaction \(trace.transaction) was not made" }
+        let told = Set(calls[next].changed)
+        if !s.initial && !told.isSubset(of: Set(s.because)) {
+          return "\(s.name) in transaction \(trace.transaction) was told \(calls[next].changed) but the trace says because \(s.because)"
+        }
+        if s.initial && !told.isEmpty { return "\(s.name)'s initial call in transaction \(trace.transaction) was told \(calls[next].changed)" }
+        next += 1
+      }
+    }
+    for c in calls[next...] where !c.changed.isEmpty {
+      return "call of \(c.contract) in transaction \(c.txn) made in a pass is missing from the trace"
+    }
+    return nil
+  }
+
   /// Runs a scenario through keypath strings and through handles: both must
   /// pass and make the same calls. Returns nil, or what differed.
   public static func runBothWays(_ scenario: Scenario) -> String? {
@@ -66,6 +107,14 @@ public enum ConformanceRunner {
   }
 }
 
+/// Traces collected by a run.
+final class TraceLog: @unchecked Sendable {
+  private let lock = NSLock()
+  private var traces: [PassTrace] = []
+  func add(_ t: PassTrace) { lock.withLock { traces.append(t) } }
+  var all: [PassTrace] { lock.withLock { traces } }
+}
+
 /// A recorded contract call.
 struct RecordedCall: Sendable {
   let contract: String
@@ -88,6 +137,9 @@ final class RunState: @unchecked Sendable {
     self.bus = bus
     self.access = access
   }
+
+  /// Every call recorded so far.
+  var recorded: [RecordedCall] { lock.withLock { calls } }
 
   /// Every call recorded so far, one line each.
   var allCalls: [String] {

@@ -41,6 +41,14 @@ import Testing
     #expect(failure == nil, "\(failure ?? "")")
   }
 
+  /// Pass traces agree with the calls the contracts saw (order, "because").
+  @Test(arguments: allFiles)
+  func scenarioTraced(_ path: String) throws {
+    let s = try Scenario(json: Data(contentsOf: URL(fileURLWithPath: path)), source: path)
+    let failure = ConformanceRunner.traceCheck(s)
+    #expect(failure == nil, "\(failure ?? "")")
+  }
+
   @Test func runnerOverDirectories() throws {
     var dirs = [Self.own]
     if FileManager.default.fileExists(atPath: Self.shared) { dirs.append(Self.shared) }
