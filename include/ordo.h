@@ -420,6 +420,82 @@ ordo_status ordo_unregister(ordo_bus *bus, uint64_t id);
 uint64_t    ordo_current_contract(ordo_bus *bus);
 
 /* ------------------------------------------------------------------------ */
+/* Devtools: contract information and pass traces (docs/devtools.md)         */
+/* ------------------------------------------------------------------------ */
+
+/** The phase a contract runs in. */
+typedef enum ordo_contract_kind {
+  ORDO_KIND_PRIORITY = 1,          /**< has a priority: runs first */
+  ORDO_KIND_DATA = 2,              /**< no priority: runs by level */
+  ORDO_KIND_EVERY_TRANSACTION = 3  /**< empty read set: runs last, every pass */
+} ordo_contract_kind;
+
+/** What ordo_get_contract_info reports. size is the number of bytes of the
+ *  struct as this library fills it (fields may be added at the end). */
+typedef struct ordo_contract_info {
+  uint32_t size;
+  uint64_t id;
+  const char *name;
+  ordo_contract_kind kind;
+  int32_t priority;                 /* ORDO_NO_PRIORITY unless ORDO_KIND_PRIORITY */
+  uint32_t level;                   /* data contracts; 0 otherwise */
+  uint32_t position;                /* 0-based place in the pass order */
+  uint64_t calls;                   /* callbacks made */
+  uint64_t failures;                /* reported failures */
+  uint64_t last_txn;                /* transaction of its last call, 0 if none */
+  const char *const *reads;  size_t n_reads;
+  const char *const *writes; size_t n_writes;
+  /** Declared patterns its callbacks never read / wrote through the bus. */
+  const char *const *unused_reads;  size_t n_unused_reads;
+  const char *const *unused_writes; size_t n_unused_writes;
+} ordo_contract_info;
+
+/** Describes contract id in *out: one block, strings included, freed with
+ *  ordo_free. Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT (bus or out NULL),
+ *  ORDO_E_NOT_FOUND (no such contract) or ORDO_E_INTERNAL (out of memory). */
+ordo_status ordo_get_contract_info(ordo_bus *bus, uint64_t id, ordo_contract_info **out);
+
+/** What happened to one scheduled contract in a pass. */
+typedef enum ordo_trace_outcome {
+  ORDO_TRACE_CALLED = 0,       /**< its callback ran */
+  ORDO_TRACE_FAILED = 1,       /**< its callback ran and failed (failure says why) */
+  ORDO_TRACE_UNCHANGED = 2,    /**< not called: nothing that scheduled it still changed */
+  ORDO_TRACE_UNREGISTERED = 3  /**< not called: unregistered before its turn */
+} ordo_trace_outcome;
+
+/** One scheduled contract of a pass, in pass order. */
+typedef struct ordo_trace_step {
+  uint64_t contract;
+  const char *name;
+  uint64_t txn;                        /* the id its callback received */
+  ordo_trace_outcome outcome;
+  bool initial;                        /* an initial call (ORDO_NOTIFY_INITIAL) */
+  const char *const *because; size_t n_because;   /* keypaths that scheduled it */
+  const char *const *writes;  size_t n_writes;    /* keypaths its callback wrote */
+  const char *const *refused; size_t n_refused;   /* "keypath: CODE: message" */
+  const char *failure;                 /* NULL unless ORDO_TRACE_FAILED */
+  uint64_t duration_ns;                /* of its callback; 0 if not called */
+} ordo_trace_step;
+
+/** One notification pass. */
+typedef struct ordo_trace {
+  uint64_t txn;
+  bool committed;                      /* false: nothing changed in the end, or not stored */
+  const char *const *changed; size_t n_changed;
+  const ordo_trace_step *steps; size_t n_steps;
+  uint64_t duration_ns;
+} ordo_trace;
+
+/** Called after every pass, on the committing thread, without the bus's
+ *  lock; the trace and its strings are valid only during the call. */
+typedef void (*ordo_trace_callback)(ordo_bus *bus, const ordo_trace *trace, void *user_data);
+
+/** Sets (or with callback NULL removes) the bus's trace callback. Without
+ *  one, passes record nothing. Returns ORDO_OK or ORDO_E_INVALID_ARGUMENT
+ *  (bus NULL). */
+ordo_status ordo_set_trace(ordo_bus *bus, ordo_trace_callback callback, void *user_data);
+
+/* ------------------------------------------------------------------------ */
 /* D-Bus                                                                     */
 /* ------------------------------------------------------------------------ */
 
