@@ -75,6 +75,10 @@ final class OrdoDelivery {
 func runDelivery(_ s: Settings) throws -> [BenchResult] {
   let n = 1_000
   let ordo = try OrdoDelivery(n)
+  // The same with a trace consumer attached (devtools): what tracing costs.
+  let traced = try OrdoDelivery(n)
+  let traceSink = Sink()
+  traced.bus.onTrace { t in traceSink.calls &+= t.steps.count }
 
   // NotificationCenter: a private center, one name per keypath.
   let center = NotificationCenter()
@@ -128,6 +132,7 @@ func runDelivery(_ s: Settings) throws -> [BenchResult] {
   let variants = [
     Variant("ordo") { ops in try ordo.run(ops) },
     Variant("ordo-handles") { ops in try ordo.runHandles(ops) },
+    Variant("ordo-traced") { ops in try traced.run(ops) },
     Variant("notificationcenter") { ops in
       let t0 = nowNS()
       for _ in 0..<ops {
@@ -188,6 +193,8 @@ func runDelivery(_ s: Settings) throws -> [BenchResult] {
   progress("delivery: measuring \(n) observers")
   let m = try measure(variants, s).per(n)
   ordo.verify("delivery")
+  traced.verify("delivery traced")
+  check(traceSink.calls == n * traced.transactions, "delivery: traces listed \(traceSink.calls) steps")
   check(ncSink.calls == n * ncTransactions, "delivery: NotificationCenter made \(ncSink.calls) calls")
   check(obsSink.calls == n * obsTransactions, "delivery: Observation made \(obsSink.calls) calls")
   check(floorSink.calls == n * floorTransactions, "delivery: floor made \(floorSink.calls) calls")
@@ -213,7 +220,10 @@ func runDelivery(_ s: Settings) throws -> [BenchResult] {
     ("vs locked-indirect-calls", m.ratio("ordo", "locked-indirect-calls")),
   ]
   r.met = nc >= 4 && obs >= 3
-  return [r, h]
+  var t = BenchResult(scenario: "delivery-traced", metric: "ns_per_change", ordo: m["ordo-traced"], target: "none (reported)", met: nil)
+  t.comparators = [("ordo", m["ordo"])]
+  t.ratios = [("vs ordo", m.ratio("ordo-traced", "ordo"))]
+  return [r, h, t]
 }
 
 /// Scenario 3: coalescing. 100 contracts, contract `j` reading keypath

@@ -109,7 +109,8 @@ final class PassRunner {
   /// one (then `c` counts as called in it). Lock held.
   func callInitial(_ c: ContractState) {
     if case .pass = gate.phase { c.calledSerial = serial }
-    call(c, ContractNotification(transaction: store.lastTransaction, contract: c.id, changed: []), because: [], initial: true)
+    let note = ContractNotification(transaction: store.lastTransaction, contract: c.id, changed: [])
+    if let r = recorder { call(c, note, tracing: r, because: [], initial: true) } else { call(c, note) }
   }
 
   /// Schedules `c`, registered during the running pass with an initial
@@ -240,6 +241,7 @@ final class PassRunner {
   }
 
   /// Calls a popped contract if it is due (SPEC §5.2). Lock held.
+  @inline(__always)
   private func step(_ c: ContractState, _ txn: UInt64) {
     guard c.registered, c.calledSerial != serial else {
       if let r = recorder, !c.registered { r.skipped(c, .unregistered, because: because(c), transaction: txn) }
@@ -252,17 +254,23 @@ final class PassRunner {
       // made later in the pass affect its reads: "read everything".
       c.initialPending = false
       c.clearTriggers()
-      call(c, ContractNotification(transaction: txn, contract: c.id, changed: []), because: [], initial: true)
+      let note = ContractNotification(transaction: txn, contract: c.id, changed: [])
+      if let r = recorder { call(c, note, tracing: r, because: [], initial: true) } else { call(c, note) }
       return
     }
     let changed = changedKeypaths(for: c)
-    let why = recorder == nil ? [] : c.kind == .everyTransaction ? Array(changed) : because(c)
-    c.clearTriggers()
-    if changed.isEmpty {
-      recorder?.skipped(c, .unchanged, because: why, transaction: txn)
+    guard let r = recorder else {
+      c.clearTriggers()
+      if !changed.isEmpty { call(c, ContractNotification(transaction: txn, contract: c.id, changed: changed)) }
       return
     }
-    call(c, ContractNotification(transaction: txn, contract: c.id, changed: changed), because: why, initial: false)
+    let why = c.kind == .everyTransaction ? Array(changed) : because(c)
+    c.clearTriggers()
+    if changed.isEmpty {
+      r.skipped(c, .unchanged, because: why, transaction: txn)
+      return
+    }
+    call(c, ContractNotification(transaction: txn, contract: c.id, changed: changed), tracing: r, because: why, initial: false)
   }
 
   /// The keypaths a contract is told of at its turn: those that scheduled
@@ -293,23 +301,31 @@ final class PassRunner {
     }
   }
 
-  /// Calls a contract's callback without holding the lock. Lock held on
-  /// entry and on return.
-  private func call(_ c: ContractState, _ note: ContractNotification, because: [String], initial: Bool) {
+  /// A call recorded in the trace.
+  private func call(_ c: ContractState, _ note: ContractNotification, tracing r: TraceRecorder, because: [String], initial: Bool) {
+    let i = r.calling(c, because: because, initial: initial, transaction: note.transaction)
+    let t0 = monotonicNS()
+    let failure = call(c, note)
+    r.called(i, durationNS: monotonicNS() - t0, failure: failure.map { String(describing: $0) })
+  }
+
+  /// Calls a contract's callback without holding the lock; returns what it
+  /// threw. Lock held on entry and on return.
+  @discardableResult
+  private func call(_ c: ContractState, _ note: ContractNotification) -> (any Error)? {
     c.calls += 1
     c.lastTransaction = note.transaction
     notifications += 1
     let callback = c.callback
     var failure: (any Error)?
-    let traced = recorder.map { ($0, $0.calling(c, because: because, initial: initial, transaction: note.transaction), monotonicNS()) }
     gate.call(c) {
       do { try callback?(note) } catch { failure = error }
     }
-    if let (r, i, t0) = traced { r.called(i, durationNS: monotonicNS() - t0, failure: failure.map { String(describing: $0) }) }
-    guard let failure else { return }
+    guard let failure else { return nil }
     c.failures += 1
     failures += 1
     report(ContractFailure(contract: c.id, name: c.name, transaction: note.transaction, message: String(describing: failure)))
+    return failure
   }
 
   /// Tells the failure handler, without the lock. Lock held.
