@@ -12,9 +12,9 @@ TEST_TARGETS += test-dbus
 
 # What the D-Bus tests run besides the build: the bus daemon and the stock
 # clients (dbus-send: dbus-bin, gdbus: libglib2.0-bin, busctl: systemd);
-# setpriv (util-linux) runs the policy tests' client as nobody, with the
+# mount (package mount) mounts the durable tests' tmpfs; setpriv (util-linux) runs the policy tests' client as nobody, with the
 # system python3 (it cannot read root's own Python).
-DBUS_TEST_PACKAGES := dbus-daemon dbus-bin libglib2.0-bin systemd python3 util-linux
+DBUS_TEST_PACKAGES := dbus-daemon dbus-bin libglib2.0-bin systemd python3 util-linux mount
 
 .PHONY: run-ordod test-dbus test-durable dbus-introspection
 
