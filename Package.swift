@@ -20,7 +20,7 @@ let package = Package(
     // The child process of the OrdoStore tests (crash, file-size limit, lock
     // holder) and the group-commit benchmark.
     .executableTarget(name: "ordo-store-tool", dependencies: ["OrdoStore", "Ordo"]),
-    .executableTarget(name: "ordod", dependencies: ["OrdoDBus", "Ordo"]),
+    .executableTarget(name: "ordod", dependencies: ["OrdoDBus", "OrdoStore", "Ordo"]),
     .executableTarget(name: "ordoctl", dependencies: ["OrdoDBus", "Ordo"]),
     .target(name: "COrdo", path: "include", publicHeadersPath: "."),
     .target(name: "OrdoC", dependencies: ["Ordo", "COrdo", "OrdoDBus"]),

@@ -1,7 +1,9 @@
 # Benchmarks (SPEC §9; docs/performance.md).
 #
 #   make bench        release build, every scenario, table on stdout, JSON in
-#                     $(BENCH_JSON); under 5 minutes on 2 cores
+#                     $(BENCH_JSON); then the durable-ordod scenario against
+#                     dconf (make bench-dconf, mk/store.mk); under 5 minutes
+#                     on 2 cores
 #   make test-bench   the quick mode (part of `make test`): checks that it runs
 #                     and writes well-formed JSON, never a performance target
 #
@@ -68,6 +70,7 @@ bench-dbus:
 
 bench: deps bench-build bench-c bench-dbus
 	$(BENCH_BIN) --json $(BENCH_JSON) $(BENCH_ARGS)
+	@$(MAKE) --no-print-directory bench-dconf
 
 test-bench: deps bench-build bench-c bench-dbus
 	$(BENCH_BIN) --quick --json $(BENCH_SCRATCH)/bench-quick.json $(BENCH_ARGS) >$(BENCH_SCRATCH)/bench-quick.txt

@@ -2,18 +2,21 @@
 #
 #   make run        starts ordod, watches and writes with ordoctl, stops it
 #   make test-dbus  end-to-end tests through jeepney, busctl, gdbus, dbus-send
-#                   and ordoctl (each test runs its own dbus-daemon and ordod)
+#                   and ordoctl (each test runs its own dbus-daemon and ordod),
+#                   the durable ordod's tests included
+#   make test-durable  only the durable ordod (ordod --state): kill -9, full
+#                   disk, read-only mounts, refused state files
 
 RUN_TARGET := run-ordod
 TEST_TARGETS += test-dbus
 
 # What the D-Bus tests run besides the build: the bus daemon and the stock
 # clients (dbus-send: dbus-bin, gdbus: libglib2.0-bin, busctl: systemd);
-# setpriv (util-linux) runs the policy tests' client as nobody, with the
+# mount (package mount) mounts the durable tests' tmpfs; setpriv (util-linux) runs the policy tests' client as nobody, with the
 # system python3 (it cannot read root's own Python).
-DBUS_TEST_PACKAGES := dbus-daemon dbus-bin libglib2.0-bin systemd python3 util-linux
+DBUS_TEST_PACKAGES := dbus-daemon dbus-bin libglib2.0-bin systemd python3 util-linux mount
 
-.PHONY: run-ordod test-dbus dbus-introspection
+.PHONY: run-ordod test-dbus test-durable dbus-introspection
 
 run-ordod: build
 	@Tests/DBus/run-demo.sh "$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)"
@@ -27,6 +30,14 @@ test-dbus: build
 	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 300 python3 Tests/DBus/test_liveness.py
 	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 300 python3 Tests/DBus/test_policy.py
 	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 300 python3 Tests/DBus/test_resync.py
+	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 600 python3 Tests/DBus/test_durable.py
+
+# The durable ordod alone (also part of test-dbus): kill -9 rounds, a full
+# tmpfs, read-only mounts (root), refused state files. SPEC §11.
+test-durable: build
+	@scripts/deps.sh $(DBUS_TEST_PACKAGES)
+	@python3 -c 'import jeepney' 2>/dev/null || python3 -m pip install --quiet jeepney
+	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 600 python3 Tests/DBus/test_durable.py
 
 # Regenerates the embedded copy of docs/dev.ordo.Bus1.xml after editing it.
 dbus-introspection:

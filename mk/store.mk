@@ -6,9 +6,12 @@
 #                      on the StateFile alone and through a Bus with a
 #                      DurableState (each-commit and grouped modes)
 #   make bench-dconf   builds Benchmarks/c/dconf-bench.c (installs
-#                      dconf-service and libdconf-dev) and runs it against
-#                      dconf and the in-memory release ordod; one JSON
-#                      object per target
+#                      dconf-service and libdconf-dev) and runs
+#                      Benchmarks/durable-bench.py: dconf, ordod --state,
+#                      ordod --state --sync normal and the in-memory ordod,
+#                      the bus daemon's floor and group commit (8 committers
+#                      vs 1), ratios to dconf on stdout, JSON in
+#                      $(BENCH_SCRATCH)/bench-durable.json; part of make bench
 # Both benchmarks keep their files under $(BENCH_SCRATCH), on the disk of
 # the checkout.
 
@@ -37,6 +40,5 @@ dconf-bench: deps
 
 bench-dconf: dconf-bench
 	$(SWIFT) build -c release --scratch-path $(BENCH_SCRATCH) --product ordod $(SWIFTFLAGS)
-	$(DCONF_BENCH) --target dconf --rounds $(DCONF_BENCH_ROUNDS) --dir $(CURDIR)/$(BENCH_SCRATCH)
-	$(DCONF_BENCH) --target ordod --rounds $(DCONF_BENCH_ROUNDS) --dir $(CURDIR)/$(BENCH_SCRATCH) \
-	  --ordod $(BENCH_SCRATCH)/release/ordod
+	python3 Benchmarks/durable-bench.py $(DCONF_BENCH) $(BENCH_SCRATCH)/release/ordod $(BENCH_SCRATCH) \
+	  $(BENCH_SCRATCH)/bench-durable.json $(DCONF_BENCH_ROUNDS)

@@ -27,9 +27,20 @@
  * Register(s, as reads, as writes, a{sv}) → o receiving Notify(o, t, as,
  * a{sv}).
  *
- * usage: dconf-bench --target dconf|ordod [--keys N] [--rounds R] [--dir DIR]
+ * Two more measurements (no watcher):
+ *   --committers N (ordod): group commit. N processes, each with its own
+ *       connection, commit --keys write-and-wait Commits each (keys of their
+ *       own) at the same time; commits/s over all of them until the last
+ *       acknowledgement. Against a durable ordod, N > 1 shares syncs.
+ *   --target floor: what the bus daemon alone costs for a Commit: a trivial
+ *       libdbus service (a child process) answers each call with a reply and
+ *       a broadcast signal, as ordod answers a Commit with its reply and one
+ *       Notify: three messages through the daemon per write. A burst of
+ *       --keys pipelined calls; writes/s until every reply and signal came.
+ *
+ * usage: dconf-bench --target dconf|ordod|floor [--keys N] [--rounds R] [--dir DIR]
  *          [--ordod PATH] [--ordod-arg ARG]... [--service NAME]
- *          [--dconf-service PATH]
+ *          [--dconf-service PATH] [--committers N]
  * Prints one JSON object on stdout; exits non-zero on any failure (every
  * write must be acknowledged and every key notified, or it fails).
  * Build: cc -O2 -Wall -Wextra -Werror dconf-bench.c \
@@ -62,7 +73,7 @@
 #define TIMEOUT_S 60.0
 #define MAX_CHILDREN 4
 
-enum target { DCONF, ORDOD };
+enum target { DCONF, ORDOD, FLOOR };
 static enum target target;
 static long keys = 1000, rounds = 3;
 static const char *service = "dev.ordo.Bus";
@@ -393,9 +404,138 @@ static double quantile(double *xs, long n, double q) {
   return xs[i];
 }
 
+/* ---- group commit and the daemon's floor ---- */
+
+/* N processes committing write-and-wait at once; prints the JSON line. */
+static void group_commit(const char *address, long committers) {
+  int go[2];
+  if (pipe(go) != 0) die("pipe", strerror(errno));
+  pid_t pids[64];
+  for (long c = 0; c < committers; c++) {
+    pid_t pid = fork();
+    if (pid < 0) die("fork", strerror(errno));
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      close(go[1]);
+      nchildren = 0;
+      tmpdir[0] = 0;
+      DBusConnection *conn = connect_bus(address);
+      char b;
+      if (read(go[0], &b, 1) < 0) _exit(2);
+      for (long i = 0; i < keys; i++) {
+        char k[64];
+        snprintf(k, sizeof k, "group.c%ld.k%04ld", c, i % 100);
+        DBusMessage *m = dbus_message_new_method_call(service, ORDO_PATH, ORDO_IFACE, "Commit");
+        DBusMessageIter it;
+        dbus_message_iter_init_append(m, &it);
+        bench_append_values(&it, k, i + 1);
+        bench_append_strings(&it, NULL, 0);
+        bench_append_strings(&it, NULL, 0);
+        DBusError err;
+        dbus_error_init(&err);
+        DBusMessage *r = dbus_connection_send_with_reply_and_block(conn, m, 30000, &err);
+        if (!r) {
+          fprintf(stderr, "dconf-bench: committer %ld: Commit: %s\n", c, err.message);
+          _exit(1);
+        }
+        dbus_message_unref(r);
+        dbus_message_unref(m);
+      }
+      _exit(0);
+    }
+    pids[c] = pid;
+  }
+  close(go[0]);
+  usleep(300000); /* every committer connected */
+  double t0 = now_s();
+  close(go[1]);
+  for (long c = 0; c < committers; c++) {
+    int status;
+    if (waitpid(pids[c], &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) die("a committer failed", NULL);
+  }
+  double t = now_s() - t0;
+  printf("{\"target\": \"ordod\", \"committers\": %ld, \"commits_per_committer\": %ld, \"commits_per_s\": %.1f}\n",
+         committers, keys, (double)(committers * keys) / t);
+}
+
+/* The trivial service of --target floor: a reply and a signal per call. */
+static void floor_service(const char *address) {
+  DBusConnection *c = connect_bus(address);
+  DBusError err;
+  dbus_error_init(&err);
+  if (dbus_bus_request_name(c, service, DBUS_NAME_FLAG_DO_NOT_QUEUE, &err) != DBUS_REQUEST_NAME_REPLY_PRIMARY_OWNER) {
+    die("floor: RequestName", err.message);
+  }
+  dbus_uint64_t n = 0;
+  while (dbus_connection_read_write(c, -1)) {
+    DBusMessage *m;
+    while ((m = dbus_connection_pop_message(c))) {
+      if (dbus_message_get_type(m) == DBUS_MESSAGE_TYPE_METHOD_CALL) {
+        n++;
+        DBusMessage *r = dbus_message_new_method_return(m);
+        dbus_message_append_args(r, DBUS_TYPE_UINT64, &n, DBUS_TYPE_INVALID);
+        DBusMessage *sig = dbus_message_new_signal(ORDO_PATH, ORDO_IFACE, "Notify");
+        DBusMessageIter it;
+        dbus_message_iter_init(m, &it);
+        const char *key = "k";
+        if (dbus_message_iter_get_arg_type(&it) == DBUS_TYPE_ARRAY) {
+          DBusMessageIter a, e;
+          dbus_message_iter_recurse(&it, &a);
+          if (dbus_message_iter_get_arg_type(&a) == DBUS_TYPE_DICT_ENTRY) {
+            dbus_message_iter_recurse(&a, &e);
+            dbus_message_iter_get_basic(&e, &key);
+          }
+        }
+        bench_append_notify(sig, "/dev/ordo/Bus/contract/1", key, (int64_t)n);
+        dbus_connection_send(c, r, NULL);
+        dbus_connection_send(c, sig, NULL);
+        dbus_message_unref(r);
+        dbus_message_unref(sig);
+      }
+      dbus_message_unref(m);
+    }
+  }
+  _exit(0);
+}
+
+/* A burst of pipelined calls to the floor service; prints the JSON line. */
+static void floor_burst(const char *address) {
+  DBusConnection *c = connect_bus(address);
+  DBusError err;
+  dbus_error_init(&err);
+  dbus_bus_add_match(c, "type='signal',interface='" ORDO_IFACE "',member='Notify'", &err);
+  if (dbus_error_is_set(&err)) die("AddMatch", err.message);
+  double *rates = calloc((size_t)rounds, sizeof(double));
+  if (!rates) die("out of memory", NULL);
+  for (long r = 0; r < rounds; r++) {
+    double t0 = now_s();
+    for (long i = 0; i < keys; i++) write_key(i, 1);
+    dbus_connection_flush(ordod_writer);
+    long replies = 0, signals = 0;
+    while (replies < keys || signals < keys) {
+      DBusConnection *which = replies < keys ? ordod_writer : c;
+      if (!dbus_connection_read_write(which, 30000)) die("the connection closed", NULL);
+      DBusMessage *m;
+      while ((m = dbus_connection_pop_message(ordod_writer))) {
+        if (dbus_message_get_type(m) == DBUS_MESSAGE_TYPE_METHOD_RETURN) replies++;
+        dbus_message_unref(m);
+      }
+      while ((m = dbus_connection_pop_message(c))) {
+        if (dbus_message_get_type(m) == DBUS_MESSAGE_TYPE_SIGNAL) signals++;
+        dbus_message_unref(m);
+      }
+    }
+    rates[r] = (double)keys / (now_s() - t0);
+  }
+  printf("{\"target\": \"floor\", \"keys\": %ld, \"rounds\": %ld, \"burst_writes\": %ld, "
+         "\"burst_visible_writes_per_s\": %.1f, \"messages_per_write\": 3}\n",
+         keys, rounds, keys, quantile(rates, rounds, 0.5));
+}
+
 static void usage(void) {
-  fprintf(stderr, "usage: dconf-bench --target dconf|ordod [--keys N] [--rounds R] [--dir DIR]\n"
-                  "         [--ordod PATH] [--ordod-arg ARG]... [--service NAME] [--dconf-service PATH]\n");
+  fprintf(stderr, "usage: dconf-bench --target dconf|ordod|floor [--keys N] [--rounds R] [--dir DIR]\n"
+                  "         [--ordod PATH] [--ordod-arg ARG]... [--service NAME] [--dconf-service PATH]\n"
+                  "         [--committers N]\n");
   exit(64);
 }
 
@@ -404,6 +544,7 @@ int main(int argc, char **argv) {
   const char *ordod = NULL, *dconf_service = "/usr/libexec/dconf-service", *target_name = NULL;
   char *ordod_args[32];
   int nordod_args = 0;
+  long committers = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -416,13 +557,16 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--ordod-arg") == 0 && nordod_args < 24) ordod_args[nordod_args++] = (char *)v;
     else if (strcmp(a, "--service") == 0) service = v;
     else if (strcmp(a, "--dconf-service") == 0) dconf_service = v;
+    else if (strcmp(a, "--committers") == 0) committers = atol(v);
     else usage();
     i++;
   }
   if (!target_name) usage();
   if (strcmp(target_name, "dconf") == 0) target = DCONF;
   else if (strcmp(target_name, "ordod") == 0) target = ORDOD;
+  else if (strcmp(target_name, "floor") == 0) target = FLOOR;
   else usage();
+  if (committers < 0 || committers > 64 || (committers > 0 && target != ORDOD)) die("--committers is 1…64, with --target ordod", NULL);
   if (target == ORDOD && !ordod) die("--target ordod needs --ordod PATH", NULL);
   if (keys < 1 || keys > 9999 || rounds < 1) die("--keys must be 1…9999 and --rounds positive", NULL);
   signal(SIGPIPE, SIG_IGN);
@@ -446,6 +590,23 @@ int main(int argc, char **argv) {
   const char *address = start_bus();
   setenv("DBUS_SESSION_BUS_ADDRESS", address, 1);
 
+  if (target == FLOOR) {
+    pid_t f = fork();
+    if (f < 0) die("fork", strerror(errno));
+    if (f == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      nchildren = 0;
+      tmpdir[0] = 0;
+      floor_service(address);
+    }
+    children[nchildren++] = f;
+    wait_for_name(address, service);
+    ordod_writer = connect_bus(address);
+    floor_burst(address);
+    fflush(stdout);
+    cleanup();
+    return 0;
+  }
   if (target == DCONF) {
     char *sargv[] = {(char *)dconf_service, NULL};
     spawn(sargv, NULL, 0);
@@ -462,6 +623,12 @@ int main(int argc, char **argv) {
     oargv[n] = NULL;
     spawn(oargv, NULL, 0);
     wait_for_name(address, service);
+    if (committers > 0) {
+      group_commit(address, committers);
+      fflush(stdout);
+      cleanup();
+      return 0;
+    }
   }
 
   /* The watcher, a separate process (forked before any GLib object). */

@@ -150,6 +150,33 @@ public final class DBusService: @unchecked Sendable {
   private var resumes: UInt64 = 0
   private var accessDenied: UInt64 = 0
 
+  // Durability (SPEC §11): acknowledgements held until their transaction
+  // is durable.
+  private let durabilityBox = PThreadLocked<Durability?>(nil)
+  private let durableOn = Atomic<Bool>(false)
+  /// Commit replies and observers' Notify signals waiting for a sync, in
+  /// the order they were produced. Any thread appends; the service thread
+  /// sends.
+  private let held = PThreadLocked<[Held]>([])
+  private var syncs: UInt64 = 0
+  private var syncFailures: UInt64 = 0
+  private var storageErrors: UInt64 = 0
+  private let notifyLost = Atomic<UInt64>(0)
+
+  /// An acknowledgement waiting for its transaction to be durable.
+  private enum Held {
+    /// An observer's Notify of transaction `txn`.
+    case notify(UInt64, DBusMessageRef)
+    /// The reply to a Commit (`call`) of transaction `txn`.
+    case reply(UInt64, call: DBusMessageRef, reply: DBusMessageRef)
+
+    var transaction: UInt64 {
+      switch self {
+      case .notify(let t, _), .reply(let t, _, _): t
+      }
+    }
+  }
+
   /// Connects to `address` (nil: the session bus; `systemBus`: the system
   /// bus), owns `name` and starts answering on the thread that then calls
   /// ``run()`` or ``dispatch(timeoutMs:)``. With a `policy`, each peer has
@@ -198,6 +225,22 @@ public final class DBusService: @unchecked Sendable {
   /// The access policy in force.
   public var policy: Policy? { policyBox.withLock { $0 } }
 
+  /// Makes the service acknowledge only durable transactions (SPEC §11):
+  /// from now on every `Commit` reply and every observer's `Notify` is held
+  /// until `durability.sync()` says its transaction is durable; the
+  /// `Commit`s of one dispatch iteration (and those queued behind a
+  /// waiting writer) share one sync. A transaction the sync reports lost
+  /// gets `dev.ordo.Error.Storage` and its `Notify`s are dropped. Writer
+  /// contracts' `Notify` and `Complete` replies are not held: they belong
+  /// to the pass, which runs before the commit (docs/dbus.md). Call it on
+  /// the service thread before ``run()``; nil turns holding off (after a
+  /// last sync of what is held).
+  public func setDurability(_ durability: Durability?) {
+    releaseHeld()
+    durabilityBox.withLock { $0 = durability }
+    durableOn.store(durability != nil, ordering: .relaxed)
+  }
+
   /// A file descriptor that is readable whenever the service has work: poll
   /// it, then call ``dispatch(timeoutMs:)`` with 0.
   public var fd: Int32 { link.fd }
@@ -209,8 +252,11 @@ public final class DBusService: @unchecked Sendable {
   public func dispatch(timeoutMs: Int32) -> Bool {
     guard !closed else { return false }
     runDeferred()
-    let ok = link.step(timeoutMs: deferred.isEmpty ? timeoutMs : 0)
+    releaseHeld()
+    let ok = link.step(timeoutMs: deferred.isEmpty ? (heldWaiting ? min(max(timeoutMs, 0), 1) : timeoutMs) : 0)
+    if ok { drainForGroupCommit() }
     runDeferred()
+    releaseHeld()
     if !ok { log(.error, "the connection to the bus daemon was lost") }
     return ok && !stopFlag.load(ordering: .relaxed)
   }
@@ -221,10 +267,13 @@ public final class DBusService: @unchecked Sendable {
   ///   is lost.
   public func run() throws(OrdoError) {
     while !stopFlag.load(ordering: .relaxed) {
-      guard !closed, link.step(timeoutMs: deferred.isEmpty ? -1 : 0) else {
+      guard !closed, link.step(timeoutMs: deferred.isEmpty ? (heldWaiting ? 1 : -1) : 0) else {
+        releaseHeld()
         throw OrdoError(.dbus, "the connection to the bus daemon was lost")
       }
+      drainForGroupCommit()
       runDeferred()
+      releaseHeld()
     }
   }
 
@@ -238,6 +287,8 @@ public final class DBusService: @unchecked Sendable {
   /// the connection. Call it on the service thread (or after it stopped).
   public func close() {
     guard !closed else { return }
+    // What is held is made durable and sent (or refused) before the end.
+    releaseHeld()
     closed = true
     for id in remote.byID.keys.sorted() { try? bus.unregister(id) }
     remote.removeAll()
@@ -755,9 +806,26 @@ public final class DBusService: @unchecked Sendable {
       txn = try bus.commit()
     } catch {
       try? bus.rollback()
+      if durableOn.load(ordering: .relaxed) {
+        // The pass ran (observers' Notify signals are held) but the
+        // transaction was not applied, e.g. the state file refused it:
+        // its Notify signals must never go out.
+        let last = bus.transactionID
+        held.withLock { h in
+          let before = h.count
+          h.removeAll { if case .notify(let t, _) = $0 { t > last } else { false } }
+          notifyLost.add(UInt64(before - h.count), ordering: .relaxed)
+        }
+      }
       throw .ordo(error)
     }
-    return c.m.methodReturn { $0.uint64(txn) }
+    guard let reply = c.m.methodReturn({ $0.uint64(txn) }) else { return nil }
+    if durableOn.load(ordering: .relaxed) {
+      // Sent once the transaction is durable (releaseHeld).
+      if !c.m.noReply { held.withLock { $0.append(.reply(txn, call: c.m, reply: reply)) } }
+      return nil
+    }
+    return reply
   }
 
   private func get(_ c: Call) throws(OrdoServiceError) -> DBusMessageRef? {
@@ -947,6 +1015,10 @@ public final class DBusService: @unchecked Sendable {
     d.entry("error-replies", uint64: errorReplies)
     d.entry("commits", uint64: commits)
     d.entry("peers-left", uint64: peersLeft)
+    d.entry("syncs", uint64: syncs)
+    d.entry("sync-failures", uint64: syncFailures)
+    d.entry("storage-errors", uint64: storageErrors)
+    d.entry("notify-lost", uint64: notifyLost.load(ordering: .relaxed))
   }
 
   private func propertyInterface(_ r: inout MessageReader) throws(OrdoServiceError) {
@@ -1174,8 +1246,84 @@ public final class DBusService: @unchecked Sendable {
       w.valueDict(entries)
     }
     guard let m = message else { return }
+    if droppable && durableOn.load(ordering: .relaxed) {
+      // An observer's Notify waits until its transaction is durable.
+      held.withLock { $0.append(.notify(note.transaction, m)) }
+      if !link.isLoopThread { link.wake() }
+      return
+    }
     notifySent.add(1, ordering: .relaxed)
     link.send(m, droppable: droppable)
+  }
+
+  // MARK: - Durability
+
+  /// Whether acknowledgements wait for a transaction not yet committed (by
+  /// another thread): the loop then polls instead of blocking.
+  private var heldWaiting: Bool {
+    durableOn.load(ordering: .relaxed) && held.withLock { !$0.isEmpty }
+  }
+
+  /// Group commit: while acknowledgements are held, handles the calls
+  /// already waiting on the socket (libdbus reads about 2 KiB per step)
+  /// before the one sync that covers them all.
+  private func drainForGroupCommit() {
+    guard durableOn.load(ordering: .relaxed), loopWaits == 0 else { return }
+    var rounds = 0
+    while rounds < 64, !stopFlag.load(ordering: .relaxed), held.withLock({ !$0.isEmpty }) {
+      let before = methodCalls
+      guard link.step(timeoutMs: 0), methodCalls != before else { return }
+      rounds += 1
+    }
+  }
+
+  /// Makes what is held durable with one sync, then sends the Commit
+  /// replies and Notify signals of durable transactions in the order they
+  /// were produced; a lost transaction's Commit gets
+  /// `dev.ordo.Error.Storage` and its Notify signals are dropped. Service
+  /// thread, outside any pass.
+  private func releaseHeld() {
+    guard durableOn.load(ordering: .relaxed), loopWaits == 0, !closed, slot.active == nil, !bus.isInTransaction,
+      let durability = durabilityBox.withLock({ $0 }), held.withLock({ !$0.isEmpty })
+    else { return }
+    let outcome = durability.sync()
+    syncs += 1
+    if let reason = outcome.reason {
+      syncFailures += 1
+      let what = outcome.lost.map { $0.count == 1 ? "transaction \($0.lowerBound)" : "transactions \($0.lowerBound)…\($0.upperBound)" } ?? "no transaction"
+      log(.error, "storage failure, \(what) lost (not applied): \(reason)")
+    }
+    let items = held.withLock { h -> [Held] in
+      let x = h
+      h.removeAll()
+      return x
+    }
+    var keep: [Held] = []
+    for item in items {
+      let t = item.transaction
+      if let lost = outcome.lost, lost.contains(t) {
+        switch item {
+        case .notify:
+          notifyLost.add(1, ordering: .relaxed)
+        case .reply(_, let call, _):
+          storageErrors += 1
+          errorReplies += 1
+          let message = "transaction \(t) was not stored, nothing of it was applied: \(outcome.reason ?? "the sync failed")"
+          if let e = call.error(DBusErrorName.ordo(.storage), message) { link.send(e) }
+        }
+      } else if t <= outcome.durable {
+        switch item {
+        case .notify(_, let m):
+          notifySent.add(1, ordering: .relaxed)
+          link.send(m, droppable: true)
+        case .reply(_, _, let reply):
+          link.send(reply)
+        }
+      } else {
+        keep.append(item)
+      }
+    }
+    if !keep.isEmpty { held.withLock { $0.insert(contentsOf: keep, at: 0) } }
   }
 }
 

@@ -1,6 +1,7 @@
 import CDBus
 import Ordo
 import OrdoDBus
+import OrdoStore
 import Synchronization
 
 #if canImport(Glibc)
@@ -179,5 +180,30 @@ final class PrivateDaemon {
       closedir(dp)
     }
     rmdir(dir)
+  }
+}
+
+/// Fills the service's durability hook with the bus's `DurableState`
+/// (SPEC §11): `sync()` makes every committed transaction durable in one
+/// SQLite COMMIT; when the state file refuses, `DurableState` has restored
+/// the bus from the file and names the lost transactions.
+final class StoreDurability: Durability {
+  let state: DurableState
+  let logger: @Sendable (LogLevel, String) -> Void
+
+  init(_ state: DurableState, logger: @escaping @Sendable (LogLevel, String) -> Void) {
+    self.state = state
+    self.logger = logger
+  }
+
+  func sync() -> DurabilityOutcome {
+    do {
+      return DurabilityOutcome(durable: try state.sync())
+    } catch {
+      if error.refusingCommits {
+        logger(.error, "commits are refused until the state file can be read again: \(error.error.message)")
+      }
+      return DurabilityOutcome(durable: state.lastDurableTransaction, lost: error.lost, reason: error.error.message)
+    }
   }
 }

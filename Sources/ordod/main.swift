@@ -2,6 +2,7 @@
 import CDBus
 import Ordo
 import OrdoDBus
+import OrdoStore
 
 #if canImport(Glibc)
 import Glibc
@@ -22,6 +23,12 @@ let usage = """
     --policy FILE                grant rights per uid/gid from FILE (docs/policy.md);
                                  SIGHUP reloads it
     --name NAME                  well-known name to own (default dev.ordo.Bus)
+    --state PATH                 keep the model (values, counters, changed-at, the
+                                 last transaction id, the epoch) in the state file
+                                 PATH and restore it on start (docs/storage.md);
+                                 without it the model lives in memory
+    --sync full|normal           how --state syncs: full (default) survives kill -9
+                                 and power loss; normal survives kill -9 only
     --log-level LEVEL            error, warning, info (default), debug
     --max-keypaths-per-call N    entries in one Commit/Snapshot/Register (default 4096)
     --max-contracts-per-peer N   contracts one peer may hold (default 256)
@@ -47,6 +54,8 @@ var policyFile: String?
 var name = ordoDefaultName
 var level = LogLevel.info
 var limits = ServiceLimits()
+var statePath: String?
+var syncMode: SyncMode?
 
 var args = Array(CommandLine.arguments.dropFirst())
 func value(_ option: String, _ args: inout [String]) -> String {
@@ -66,6 +75,12 @@ while !args.isEmpty {
   case "--system": systemBus = true
   case "--policy": policyFile = value(a, &args)
   case "--name": name = value(a, &args)
+  case "--state":
+    let v = value(a, &args)
+    guard !v.isEmpty else { fail("--state needs a path") }
+    statePath = v
+  case "--sync":
+    do { syncMode = try SyncMode(parsing: value(a, &args)) } catch { fail(error.message) }
   case "--log-level":
     let v = value(a, &args)
     guard let l = LogLevel(name: v) else { fail("unknown log level \"\(v)\": error, warning, info or debug") }
@@ -94,6 +109,22 @@ var policy: Policy?
 if let policyFile {
   do { policy = try Policy(contentsOf: policyFile) } catch { fail("policy refused: \(error.description)", code: 1) }
   policyPath.withLock { $0 = policyFile }
+}
+
+if syncMode != nil && statePath == nil { fail("--sync needs --state PATH") }
+
+// The state file is opened (and the model restored) before anything
+// serves: a file that is locked, corrupt, of a future format or foreign
+// stops ordod here, with the store's message naming the file and the
+// problem; it never starts empty over it.
+let bus = Bus()
+var durable: DurableState?
+if let statePath {
+  do {
+    durable = try DurableState.attach(bus: bus, path: statePath, sync: syncMode ?? .full, mode: .grouped)
+  } catch {
+    fail("refusing to start: \(error.message)", code: 1)
+  }
 }
 
 installSignalThread()
@@ -129,10 +160,22 @@ if address == nil && !systemBus {
 let service: DBusService
 do {
   service = try DBusService(
-    bus: Bus(), address: address, systemBus: systemBus, name: name, limits: limits, policy: policy, logLevel: logLevel, logger: logger)
+    bus: bus, address: address, systemBus: systemBus, name: name, limits: limits, policy: policy, logLevel: logLevel, logger: logger)
 } catch {
   daemon?.stop()
+  durable?.close()
   fail(error.message, code: 1)
+}
+if let durable {
+  service.setDurability(StoreDurability(durable, logger: logger))
+  if logLevel >= .info {
+    logger(
+      .info,
+      "state file \(durable.path) (sync \(durable.syncMode.rawValue)): \(durable.created ? "created, " : "")epoch \(bus.epoch), last transaction \(bus.transactionID), \(bus.statistics.values) values"
+    )
+  }
+} else if logLevel >= .info {
+  logger(.info, "no --state: the model lives in memory (epoch \(bus.epoch))")
 }
 serviceToStop.withLock { $0 = service }
 if stopRequested.load(ordering: .relaxed) { service.stop() }
@@ -152,6 +195,11 @@ do {
 }
 serviceToStop.withLock { $0 = nil }
 service.close()
+if let durable {
+  if let dropped = durable.close() {
+    logger(.warning, "state file \(durable.path): transactions \(dropped.lowerBound)…\(dropped.upperBound) were committed but never synced (not acknowledged)")
+  }
+}
 if let daemon {
   daemon.stop()
   if logLevel >= .info { logger(.info, "stopped the private dbus-daemon") }

@@ -79,3 +79,50 @@ ORDOD_PID=
 echo "ordod exited with status $rc; its log:"
 cat "$tmp/ordod.log"
 [ "$rc" -eq 0 ]
+
+# Durable state (SPEC §11): the model survives a restart.
+start_durable() {
+  : >"$tmp/ordod.out"
+  "$BIN/ordod" --private --log-level info --state "$tmp/state.ordo" >"$tmp/ordod.out" 2>"$tmp/ordod.log" &
+  ORDOD_PID=$!
+  i=0
+  until grep -q '^DBUS_SESSION_BUS_ADDRESS=' "$tmp/ordod.out" 2>/dev/null; do
+    i=$((i+1))
+    if [ $i -gt 100 ] || ! kill -0 "$ORDOD_PID" 2>/dev/null; then
+      echo "ordod did not start:"; cat "$tmp/ordod.log"; exit 1
+    fi
+    sleep 0.1
+  done
+  DBUS_SESSION_BUS_ADDRESS=$(sed -n 's/^DBUS_SESSION_BUS_ADDRESS=//p' "$tmp/ordod.out")
+  export DBUS_SESSION_BUS_ADDRESS
+  grep 'state file' "$tmp/ordod.log" || true
+}
+stop_durable() {
+  kill -TERM "$ORDOD_PID"
+  wait "$ORDOD_PID" && rc=0 || rc=$?
+  ORDOD_PID=
+  [ "$rc" -eq 0 ] || { echo "ordod exited with status $rc:"; cat "$tmp/ordod.log"; exit 1; }
+}
+
+say "durable: ordod --state $tmp/state.ordo, three transactions, stop"
+start_durable
+run "$BIN/ordoctl" set doc.title=s:Kept doc.count=int64:7
+run "$BIN/ordoctl" set doc.count=8
+last=$("$BIN/ordoctl" set doc.ratio=d:0.25)
+echo "\$ $BIN/ordoctl set doc.ratio=d:0.25"; echo "$last"
+stop_durable
+echo "ordod stopped"
+
+say "durable: ordod started again on the same state file"
+start_durable
+run "$BIN/ordoctl" get doc.title doc.count doc.ratio
+run "$BIN/ordoctl" snapshot 'doc.**'
+now=$(gdbus call --address "$DBUS_SESSION_BUS_ADDRESS" --dest dev.ordo.Bus --object-path /dev/ordo/Bus \
+  --method org.freedesktop.DBus.Properties.Get dev.ordo.Bus1 Transaction 2>/dev/null \
+  | sed -n 's/.*uint64 \([0-9]*\).*/\1/p')
+[ -n "$now" ] || now=$("$BIN/ordoctl" stats | sed -n 's/^transactions *[=:]* *//p')
+echo "last transaction before the restart: $last; after: $now"
+[ "$now" = "$last" ] || { echo "the transaction id did not survive the restart"; exit 1; }
+[ "$("$BIN/ordoctl" get doc.count)" = "int64:8" ] || { echo "doc.count did not survive the restart"; exit 1; }
+stop_durable
+echo "the model survived the restart"
