@@ -409,7 +409,11 @@ class CHostWriters(CHostCase):
         w = WriterPeer(self.env.address)
         self.addCleanup(w.close)
         w.add("bg-writer", ["bg.n"], ["bg.m"],
-              lambda p, t, ch, vs: ({"bg.m": ("x", vs["bg.n"][1] * 10)}, (), ()), {"priority": ("i", -1)})
+              lambda p, t, ch, vs: ({"bg.m": ("x", vs["bg.n"][1] * 10)}, (), ()),
+              # The largest timeout a C host allows: on a loaded machine a Python writer can
+              # miss 2 s once, and a timeout suspends it for the rest of the
+              # burst (liveness); this test is about the host-thread pass.
+              {"priority": ("i", -1), "timeout-ms": ("u", 5000)})
         w.start()
         o, c = self.peers(2)
         view = o.register("view", ["bg.m"])
