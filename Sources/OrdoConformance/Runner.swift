@@ -195,7 +195,9 @@ final class RunState: @unchecked Sendable {
       try bus.removeTree(try step.string("key"))
       return nil
     case "get":
-      return try bus.get(try step.string("key"))
+      let k = try step.string("key")
+      guard let v = try bus.value(k) else { throw OrdoError(.notFound, "\"\(k)\" holds no value") }
+      return v
     case "counter":
       return try bus.counter(try step.string("key"))
     default:

@@ -551,7 +551,7 @@ public final class DBusService: @unchecked Sendable {
     var r = m.reader()
     let k: String
     do { k = try r.string("keypath") } catch { throw .invalidArgs(error.message) }
-    let snap: (values: [String: Value], counters: [String: UInt64], transaction: UInt64)
+    let snap: Snapshot
     do throws(OrdoError) {
       _ = try bus.counter(k)  // validates: a keypath, not a pattern
       snap = try bus.snapshot([k])
@@ -578,7 +578,7 @@ public final class DBusService: @unchecked Sendable {
     try expect(m, "as", "Snapshot")
     var r = m.reader()
     let patterns = try r.stringArray("patterns", limit: limits.maxKeypathsPerCall)
-    let snap: (values: [String: Value], counters: [String: UInt64], transaction: UInt64)
+    let snap: Snapshot
     do { snap = try bus.snapshot(patterns) } catch { throw .ordo(error) }
     var size = 64
     for (k, v) in snap.values { size += k.utf8.count + Self.estimate(v) }

@@ -234,7 +234,7 @@ final class WriterThread: @unchecked Sendable {
   try bus.set("in.b", .int64(10))
   #expect(try bus.commit() == 2)
   #expect(seen.withLock { $0 } == [5, 12])
-  #expect(try bus.get("out.label") == .string("total 12"))
+  #expect(try bus.value("out.label") == .string("total 12"))
   #expect(writer.answered.load(ordering: .relaxed) == 2)
   let stats = try client.stats()
   #expect(stats.first { $0.0 == "completes" }?.1 == .uint(2))

@@ -122,7 +122,7 @@ import Testing
     try bus.set("k", .int64(2))
     try bus.set("new", .int64(2))
     try bus.remove("gone")
-    #expect(try bus.get("k") == .int64(2))
+    #expect(try bus.value("k") == .int64(2))
     let seen = Box<[String]>([])
     runThreads(1) { _ in
       let s = try? bus.snapshot(["**"])

@@ -51,7 +51,7 @@ import Testing
       Call(name: "first", changed: ["a"], txn: 1), Call(name: "second", changed: ["a", "b"], txn: 1),
       Call(name: "self-loop", changed: ["c"], txn: 1), Call(name: "content", changed: ["a", "b", "c"], txn: 1),
     ])
-    #expect(try bus.get("c") == .int64(3))
+    #expect(try bus.value("c") == .int64(3))
     #expect(try bus.counter("c") == 1)
   }
 
@@ -125,7 +125,7 @@ import Testing
     #expect(f.message == "boom")
     #expect(handlerThread.value)
     // The failed callback's earlier writes stay.
-    #expect(try bus.get("out") == .int64(1))
+    #expect(try bus.value("out") == .int64(1))
     #expect(try bus.counter("out") == 1)
     #expect(bus.statistics.failures == 1)
     #expect(bus.contract(h.id)?.failures == 1)
@@ -258,6 +258,6 @@ import Testing
     }
     try bus.commitWith { try bus.set("k", .int64(1)) }
     #expect(calls.takeNames() == ["busy"])
-    #expect(try bus.get("out") == .int64(1))
+    #expect(try bus.value("out") == .int64(1))
   }
 }

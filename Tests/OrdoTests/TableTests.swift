@@ -124,7 +124,7 @@ import Testing
     }
     // Outside a transaction: refused like set, nothing changes.
     #expect(codeOf { _ = try setExisting("a.b", .int64(2)) } == .noTransaction)
-    #expect(try bus.get("a.b") == .int64(1))
+    #expect(try bus.value("a.b") == .int64(1))
     let calls = Calls()
     try bus.register(name: "r", reads: ["a.b"]) { note in calls.add("r", note) }
     bus.begin()
@@ -132,7 +132,7 @@ import Testing
     #expect(try !setExisting("a.c", .int64(3)))  // not in the store: the caller falls back to set
     #expect(try !setExisting("a.b.", .int64(4)))
     #expect(try bus.commit() == 2)
-    #expect(try bus.get("a.b") == .int64(3))
+    #expect(try bus.value("a.b") == .int64(3))
     #expect(try bus.counter("a.b") == 2)
     #expect(calls.all == [Call(name: "r", changed: ["a.b"], txn: 2)])
     // Inside a callback: the contract's rules apply, as through set.
@@ -143,8 +143,8 @@ import Testing
     }
     try bus.commitWith { try bus.set("x", .bool(true)) }
     #expect(inCallback.value == [nil, .contractViolation])
-    #expect(try bus.get("a.b") == .int64(9))
-    #expect(try bus.get("x") == .bool(true))
+    #expect(try bus.value("a.b") == .int64(9))
+    #expect(try bus.value("x") == .bool(true))
   }
 
   /// The schedule names contracts without retaining them; the registry

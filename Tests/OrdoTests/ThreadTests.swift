@@ -86,10 +86,10 @@ import Testing
     #expect(txns.value == Array(1...UInt64(total)))
     #expect(everyCalls.value == total)
     #expect(perThreadCalls.value == Array(repeating: Self.perThread, count: Self.threads))
-    #expect(try bus.get("n") == .int64(Int64(total)))
+    #expect(try bus.value("n") == .int64(Int64(total)))
     #expect(try bus.counter("n") == UInt64(total))
     for i in 0..<Self.threads {
-      #expect(try bus.get("t.\(i)") == .int64(Int64(Self.perThread)))
+      #expect(try bus.value("t.\(i)") == .int64(Int64(Self.perThread)))
       #expect(try bus.counter("t.\(i)") == UInt64(Self.perThread))
     }
     #expect(bus.transactionID == UInt64(total))
