@@ -123,29 +123,22 @@ final class StreamCore: Sendable {
 
   /// A call of the contract: buffer it, or hand it to the waiting consumer.
   func deliver(_ note: ContractNotification, _ values: [String: Value]) {
-    let waiter: CheckedContinuation<ObservedChange?, Never>? = state.withLock { s in
-      guard !s.finished else { return nil }
-      let e = ObservedChange(
-        transaction: note.transaction, contract: note.contract, changed: note.changed, values: values,
-        droppedBefore: s.droppedSince)
+    state.withLock { s in
+      guard !s.finished else { return }
+      // Drops are counted at the head of the buffer (see ``take(_:)``).
+      let e = ObservedChange(transaction: note.transaction, contract: note.contract, changed: note.changed, values: values, droppedBefore: 0)
       if let w = s.waiting {
         s.waiting = nil
-        s.droppedSince = 0
         w.resume(returning: e)
-        return nil
+        return
       }
       if s.count >= limit {
         _ = s.pop()
         s.droppedSince += 1
         s.droppedTotal += 1
-        // The element now at the head was preceded by the dropped ones.
-        s.buffer.append(e)
-        return nil
       }
       s.buffer.append(e)
-      return nil
     }
-    _ = waiter
   }
 
   func next() async -> ObservedChange? {

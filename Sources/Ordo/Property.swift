@@ -135,7 +135,7 @@ public struct Property<T: PropertyValue>: Sendable, Hashable, CustomStringConver
   public var value: T? {
     get throws(OrdoError) {
       let h = handle
-      guard let v = try link.with(h.keypath, { bus throws(OrdoError) in try bus.value(h) }) else { return nil }
+      guard let v = try link.with("property \"\(h.keypath)\"", { bus throws(OrdoError) in try bus.value(h) }) else { return nil }
       guard let typed = T(ordoValue: v) else { throw Property.mismatch(h.keypath, v) }
       return typed
     }
@@ -166,7 +166,7 @@ public struct Property<T: PropertyValue>: Sendable, Hashable, CustomStringConver
   public var counter: UInt64 {
     get throws(OrdoError) {
       let h = handle
-      return try link.with(h.keypath) { bus throws(OrdoError) in try bus.counter(h) }
+      return try link.with("property \"\(h.keypath)\"") { bus throws(OrdoError) in try bus.counter(h) }
     }
   }
 
@@ -181,7 +181,7 @@ public struct Property<T: PropertyValue>: Sendable, Hashable, CustomStringConver
   @usableFromInline
   func write(_ op: Op) throws(OrdoError) {
     let h = handle
-    try link.with(h.keypath) { bus throws(OrdoError) in
+    try link.with("property \"\(h.keypath)\"") { bus throws(OrdoError) in
       switch op {
       case .set(let v): try bus.set(h, v)
       case .touch: try bus.touch(h)
@@ -272,7 +272,7 @@ public struct KeypathScope: Sendable, Hashable, CustomStringConvertible {
   ///   ``OrdoError/Code/invalidArgument`` when the bus is gone.
   public func property<T: PropertyValue>(_ relative: String, as type: T.Type = T.self) throws(OrdoError) -> Property<T> {
     let k = keypath(relative)
-    return try link.with(k) { bus throws(OrdoError) in try bus.property(k, as: T.self) }
+    return try link.with("scope \"\(k)\"") { bus throws(OrdoError) in try bus.property(k, as: T.self) }
   }
 
   /// A scope for `prefix.relative`. Throws like ``property(_:as:)``.
@@ -292,7 +292,7 @@ public struct KeypathScope: Sendable, Hashable, CustomStringConvertible {
   ///   bus is gone.
   public func values() throws(OrdoError) -> [String: Value] {
     let pattern = tree
-    let snap = try link.with(prefix) { bus throws(OrdoError) in try bus.snapshot([pattern]) }
+    let snap = try link.with("scope \"\(prefix)\"") { bus throws(OrdoError) in try bus.snapshot([pattern]) }
     var out: [String: Value] = [:]
     let cut = prefix.utf8.count + 1
     for (k, v) in snap.values where k.utf8.count > cut {
@@ -305,7 +305,7 @@ public struct KeypathScope: Sendable, Hashable, CustomStringConvertible {
   /// included (``Bus/removeTree(_:)``). Throws like ``Property/set(_:)``.
   public func removeAll() throws(OrdoError) {
     let p = prefix
-    try link.with(p) { bus throws(OrdoError) in try bus.removeTree(p) }
+    try link.with("scope \"\(p)\"") { bus throws(OrdoError) in try bus.removeTree(p) }
   }
 
   /// Scopes are equal when they name the same prefix of the same bus.
