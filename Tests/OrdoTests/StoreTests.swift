@@ -122,7 +122,7 @@ import Testing
     let bus = Bus()
     try bus.commitWith { try bus.set("k", .int64(1)) }
     let calls = Calls()
-    try bus.watch(calls, "normalize", reads: ["k"], writes: ["k"], priority: -3) { _ in try bus.set("k", .int64(1)) }
+    try bus.watch(calls, "normalize", reads: ["k"], writes: ["k"], priority: -3) { ctx in try ctx.set("k", .int64(1)) }
     try bus.watch(calls, "content", reads: ["k"])
     try bus.watch(calls, "log", reads: [])
     #expect(try bus.commitWith { try bus.set("k", .int64(2)) } == 2)
@@ -173,7 +173,8 @@ import Testing
     #expect(try bus.value("t.a") == nil)
     // In a callback, one write outside the write set refuses the whole batch.
     let outcome = Flag()
-    try bus.register(name: "w", reads: ["in"], writes: ["out.*"]) { _ in
+    try bus.register(name: "w", reads: ["in"], writes: ["out.*"]) { ctx in
+      let bus = try ctx.bus()
       do {
         try bus.write([.set("out.a", .int64(1)), .set("elsewhere", .int64(2))])
         outcome.set(true)

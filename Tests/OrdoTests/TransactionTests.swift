@@ -111,17 +111,18 @@ struct Boom: Error, CustomStringConvertible {
     let bus = Bus()
     let calls = Calls()
     let results = Box<[String]>([])
-    try bus.watch(calls, "compute", reads: ["in"], writes: ["out", "tmp"], priority: -1) { _ in
+    try bus.watch(calls, "compute", reads: ["in"], writes: ["out", "tmp"], priority: -1) { ctx in
+      let bus = try ctx.bus()
       let refused = codeOf { try bus.rollback() }
       bus.begin()
-      try bus.set("out", .int64(1))
+      try ctx.set("out", .int64(1))
       let inner = try bus.commit()
       let extra = codeOf { try bus.commit() }
       // transaction {} in a callback: a throw cannot undo the pass; its
       // writes stay.
       let thrown = codeOf {
         try bus.transaction {
-          try bus.set("tmp", .int64(1))
+          try ctx.set("tmp", .int64(1))
           throw OrdoError(.internal, "x")
         }
       }
@@ -187,7 +188,7 @@ struct Boom: Error, CustomStringConvertible {
     try bus.rollback()
     #expect(!bus.isInTransaction)
     let seen = Flag()
-    try bus.register(name: "c", reads: ["a"]) { _ in seen.set(bus.isInTransaction) }
+    try bus.register(name: "c", reads: ["a"]) { ctx in let bus = try ctx.bus(); seen.set(bus.isInTransaction) }
     try bus.transaction { try bus.set("a", .int64(1)) }
     #expect(seen.value == true)
   }
