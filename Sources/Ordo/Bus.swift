@@ -12,9 +12,9 @@ import Synchronization
 /// from it.
 ///
 /// The bus is a façade over its parts, each holding one concept
-/// (`docs/architecture.md`): the ``Gate`` (who may do what now), the
-/// ``Store`` (values, counters, the journal), the ``ContractGraph``
-/// (registration, order, levels) and the ``PassRunner`` (the pass).
+/// (`docs/architecture.md`): the `Gate` (who may do what now), the
+/// `Store` (values, counters, the journal), the `ContractGraph`
+/// (registration, order, levels) and the `PassRunner` (the pass).
 public final class Bus: @unchecked Sendable {
   let gate = Gate()
   let store = Store()
@@ -134,7 +134,7 @@ public final class Bus: @unchecked Sendable {
   ///
   /// - Returns: the transaction id, 0 if nothing changed or if this joined an
   ///   outer transaction. (A body that returns a value: see
-  ///   ``transaction(_:)-(()->R)``.)
+  ///   ``transaction(_:)->R``.)
   /// - Throws: what `body` throws; a commit that a persistence layer refused
   ///   (``OrdoError/Code/storage``) as an `E` — which needs `E` to be
   ///   ``OrdoError`` or `any Error`; with another error type such a refusal
@@ -149,7 +149,7 @@ public final class Bus: @unchecked Sendable {
 
   /// Runs `body` in a transaction, commits it and returns what `body`
   /// returned; when `body` throws, rolls the transaction back and rethrows.
-  /// Throws like ``transaction(_:)-(()->Void)``.
+  /// Throws like ``transaction(_:)->UInt64``.
   public func transaction<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
     try transaction(body).0
   }
@@ -237,7 +237,7 @@ public final class Bus: @unchecked Sendable {
   }
 
   /// Marks `keypath` changed without storing a value (for values that live
-  /// in the host program). Throws like ``set(_:_:)``.
+  /// in the host program). Throws like ``set(_:_:)-(String,_)``.
   public func touch(_ keypath: String) throws(OrdoError) {
     gate.lock.lock()
     defer { gate.lock.unlock() }
@@ -245,7 +245,7 @@ public final class Bus: @unchecked Sendable {
   }
 
   /// Removes the value of `keypath` (no change if it has none). Throws like
-  /// ``set(_:_:)``.
+  /// ``set(_:_:)-(String,_)``.
   public func remove(_ keypath: String) throws(OrdoError) {
     gate.lock.lock()
     defer { gate.lock.unlock() }
@@ -254,7 +254,7 @@ public final class Bus: @unchecked Sendable {
 
   /// Removes the values of `keypath` and of every descendant. Inside a
   /// callback the write set must allow the keypath and all its descendants
-  /// (e.g. `k.**`). Throws like ``set(_:_:)``.
+  /// (e.g. `k.**`). Throws like ``set(_:_:)-(String,_)``.
   public func removeTree(_ keypath: String) throws(OrdoError) {
     gate.lock.lock()
     defer { gate.lock.unlock() }
@@ -364,7 +364,7 @@ public final class Bus: @unchecked Sendable {
   }
 
   /// The value of `keypath`. Throws ``OrdoError/Code/notFound`` when it holds
-  /// none, and like ``value(_:)``.
+  /// none, and like ``value(_:)-(String)``.
   @available(*, deprecated, message: "use value(_:), which returns nil when the keypath holds no value")
   public func get(_ keypath: String) throws(OrdoError) -> Value {
     guard let v = try value(keypath) else {
@@ -382,7 +382,7 @@ public final class Bus: @unchecked Sendable {
   }
 
   /// The id of the last committed transaction that changed `keypath` (0 if
-  /// none; SPEC §10). A removed value keeps it. Read like ``counter(_:)``.
+  /// none; SPEC §10). A removed value keeps it. Read like ``counter(_:)`-(String)`.
   public func changedAt(_ keypath: String) throws(OrdoError) -> UInt64 {
     gate.lock.lock()
     defer { gate.lock.unlock() }
@@ -455,7 +455,7 @@ public final class Bus: @unchecked Sendable {
   /// - Throws: ``OrdoError/Code/invalidArgument`` when `since` is after the
   ///   last committed transaction (the client's history belongs to another
   ///   epoch); ``OrdoError/Code/invalidKeypath``; inside a callback
-  ///   ``OrdoError/Code/contractViolation`` like ``snapshot(_:)``.
+  ///   ``OrdoError/Code/contractViolation`` like ``snapshot(_:)-([String])``.
   public func changes(since: UInt64, _ patterns: [String]) throws(OrdoError) -> Changes {
     let parsed = try Bus.parse(patterns)
     gate.lock.lock()
@@ -659,7 +659,7 @@ enum BusIdentity {
 }
 
 /// The values and counters of the keypaths matching some patterns, read at
-/// one moment (see ``Bus/snapshot(_:)``).
+/// one moment (see ``Bus/snapshot(_:)-([String])``).
 public struct Snapshot: Sendable, Hashable {
   /// The keypaths that hold a value, with it.
   public var values: [String: Value]
@@ -676,7 +676,7 @@ public struct Snapshot: Sendable, Hashable {
   }
 }
 
-/// What changed after a transaction (see ``Bus/changes(since:_:)``).
+/// What changed after a transaction (see ``Bus/changes(since:_:)-(_,[String])``).
 public struct Changes: Sendable, Hashable {
   /// Keypaths that changed and hold a value, with it.
   public var values: [String: Value] = [:]

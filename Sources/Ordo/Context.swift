@@ -43,7 +43,7 @@ public struct ContractContext: Sendable {
 
   // MARK: Reads
 
-  /// The value of `keypath`, or nil (``Bus/value(_:)``).
+  /// The value of `keypath`, or nil (``Bus/value(_:)-(String)``).
   public func value(_ keypath: String) throws(OrdoError) -> Value? {
     try with(keypath) { bus throws(OrdoError) in try bus.value(keypath) }
   }
@@ -56,7 +56,7 @@ public struct ContractContext: Sendable {
   /// The value of a typed property, or nil (``Property/value``).
   public func value<T>(_ property: Property<T>) throws(OrdoError) -> T? { try property.value }
 
-  /// The counter of `keypath` (``Bus/counter(_:)``).
+  /// The counter of `keypath` (``Bus/counter(_:)-(String)``).
   public func counter(_ keypath: String) throws(OrdoError) -> UInt64 {
     try with(keypath) { bus throws(OrdoError) in try bus.counter(keypath) }
   }
@@ -69,14 +69,14 @@ public struct ContractContext: Sendable {
     return try with("changed values") { bus in bus.values(of: note) }
   }
 
-  /// A snapshot of the keypaths matching the patterns (``Bus/snapshot(_:)``).
+  /// A snapshot of the keypaths matching the patterns (``Bus/snapshot(_:)-([String])``).
   public func snapshot(_ patterns: [String]) throws(OrdoError) -> Snapshot {
     try with(patterns.joined(separator: ", ")) { bus throws(OrdoError) in try bus.snapshot(patterns) }
   }
 
   // MARK: Writes
 
-  /// Sets `keypath` (``Bus/set(_:_:)``): the contract's write rules apply.
+  /// Sets `keypath` (``Bus/set(_:_:)-(String,_)``): the contract's write rules apply.
   public func set(_ keypath: String, _ value: Value) throws(OrdoError) {
     try with(keypath) { bus throws(OrdoError) in try bus.set(keypath, value) }
   }
@@ -89,30 +89,30 @@ public struct ContractContext: Sendable {
   /// Sets a typed property (``Property/set(_:)``).
   public func set<T>(_ property: Property<T>, _ value: T) throws(OrdoError) { try property.set(value) }
 
-  /// Touches `keypath` (``Bus/touch(_:)``).
+  /// Touches `keypath` (``Bus/touch(_:)-(String)``).
   public func touch(_ keypath: String) throws(OrdoError) {
     try with(keypath) { bus throws(OrdoError) in try bus.touch(keypath) }
   }
 
-  /// Removes the value of `keypath` (``Bus/remove(_:)``).
+  /// Removes the value of `keypath` (``Bus/remove(_:)-(String)``).
   public func remove(_ keypath: String) throws(OrdoError) {
     try with(keypath) { bus throws(OrdoError) in try bus.remove(keypath) }
   }
 
   /// Removes the values of `keypath` and its descendants
-  /// (``Bus/removeTree(_:)``).
+  /// (``Bus/removeTree(_:)-(String)``).
   public func removeTree(_ keypath: String) throws(OrdoError) {
     try with(keypath) { bus throws(OrdoError) in try bus.removeTree(keypath) }
   }
 
   // MARK: The bus
 
-  /// Resolves a keypath into a handle (``Bus/resolve(_:)``).
+  /// Resolves a keypath into a handle (``Bus/resolve(_:)-(String)``).
   public func resolve(_ keypath: String) throws(OrdoError) -> Handle {
     try with(keypath) { bus throws(OrdoError) in try bus.resolve(keypath) }
   }
 
-  /// A typed property (``Bus/property(_:as:)``).
+  /// A typed property (``Bus/property(_:as:)-(String,_)``).
   public func property<T: PropertyValue>(_ keypath: String, as type: T.Type = T.self) throws(OrdoError) -> Property<T> {
     try with(keypath) { bus throws(OrdoError) in try bus.property(keypath, as: T.self) }
   }
@@ -149,7 +149,7 @@ public typealias ContractBody = @Sendable (ContractContext) throws -> Void
 extension Bus {
   /// Registers a contract whose callback receives a ``ContractContext``:
   /// it reads and writes through the context and need not capture the bus.
-  /// Otherwise like ``register(name:reads:writes:priority:flags:callback:)``.
+  /// Otherwise like ``register(name:reads:writes:priority:flags:callback:)-(_,[String],_,_,_,_)``.
   ///
   /// ```swift
   /// try bus.register(name: "total", reads: ["cart.items.**"], writes: ["cart.total"]) { ctx in

@@ -56,9 +56,9 @@ extension Bus {
   }
 
   /// Registers an owner-bound contract (see
-  /// ``register(owner:name:reads:writes:priority:flags:_:)``) whose callback
+  /// ``register(owner:name:reads:writes:priority:flags:_:)-(_,_,[String],_,_,_,_)``) whose callback
   /// is isolated to the main actor (see
-  /// ``registerOnMainActor(name:reads:writes:priority:flags:_:)``): a view
+  /// ``registerOnMainActor(name:reads:writes:priority:flags:_:)-(_,[String],_,_,_,_)``): a view
   /// controller's contract that goes away with it.
   ///
   /// - Throws: like ``register(_:)``.

@@ -17,14 +17,14 @@ public struct ObservedChange: Sendable, Hashable {
   public let values: [String: Value]
   /// How many notifications were dropped, oldest first, because the buffer
   /// was full, between the previous element and this one (0 normally).
-  /// After a drop, catch up with ``Bus/changes(since:_:)`` from the last
+  /// After a drop, catch up with ``Bus/changes(since:_:)-(_,[String])`` from the last
   /// transaction you handled.
   public let droppedBefore: Int
 }
 
 /// An `AsyncSequence` of one observer contract's notifications, for work
 /// done asynchronously (SPEC §13). Made by
-/// ``Bus/observe(name:reads:priority:flags:bufferLimit:)``.
+/// ``Bus/observe(name:reads:priority:flags:bufferLimit:)-(_,[String],_,_,_)``.
 ///
 /// ```swift
 /// let titles = try bus.observe(name: "title-log", reads: ["doc.title"])
@@ -41,7 +41,7 @@ public struct ObservedChange: Sendable, Hashable {
 ///   is full the **oldest** element is dropped; the next element delivered
 ///   says how many were dropped before it (``ObservedChange/droppedBefore``)
 ///   and ``dropped`` counts them all. A consumer that sees a drop can catch
-///   up with ``Bus/changes(since:_:)``.
+///   up with ``Bus/changes(since:_:)-(_,[String])``.
 /// - **Ending.** Cancelling the task that iterates, calling ``cancel()``,
 ///   or releasing the stream and every iterator of it unregisters the
 ///   contract; iteration then ends (`next()` returns nil) once the buffered
@@ -212,6 +212,10 @@ extension Bus {
   /// ``ChangeStream`` for the buffering policy and how it ends).
   ///
   /// - Parameters:
+  ///   - name: the contract's name, unique on the bus.
+  ///   - reads: the read patterns (not empty).
+  ///   - priority: nil for a data contract (the usual observer), else its
+  ///     priority.
   ///   - bufferLimit: the most undelivered elements kept (at least 1);
   ///     beyond it the oldest is dropped.
   ///   - flags: ``ContractFlags/notifyInitial`` makes the first element an

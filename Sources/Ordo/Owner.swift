@@ -48,7 +48,7 @@ extension Bus {
   }
 
   /// Unregisters every owner-bound contract whose owner was deallocated
-  /// (see ``register(owner:name:reads:writes:priority:flags:_:)``); returns
+  /// (see ``register(owner:name:reads:writes:priority:flags:_:)-(_,_,[String],_,_,_,_)``); returns
   /// how many.
   @discardableResult
   public func removeContractsOfDeallocatedOwners() -> Int {

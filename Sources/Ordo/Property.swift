@@ -302,7 +302,7 @@ public struct KeypathScope: Sendable, Hashable, CustomStringConvertible {
   }
 
   /// Removes the values of everything under the prefix, the prefix
-  /// included (``Bus/removeTree(_:)``). Throws like ``Property/set(_:)``.
+  /// included (``Bus/removeTree(_:)-(String)``). Throws like ``Property/set(_:)``.
   public func removeAll() throws(OrdoError) {
     let p = prefix
     try link.with("scope \"\(p)\"") { bus throws(OrdoError) in try bus.removeTree(p) }

@@ -218,10 +218,10 @@ final class WriterThread: @unchecked Sendable {
   try #require(ready)
 
   let seen = Mutex<[Int64]>([])
-  try bus.register(name: "local-view", reads: ["out.total"], writes: ["out.label"]) { _ in
-    if case .int64(let t)? = try bus.value("out.total") {
+  try bus.register(name: "local-view", reads: ["out.total"], writes: ["out.label"]) { ctx in
+    if case .int64(let t)? = try ctx.value("out.total") {
       seen.withLock { $0.append(t) }
-      try bus.set("out.label", .string("total \(t)"))
+      try ctx.set("out.label", .string("total \(t)"))
     }
   }
   // A remote Commit: the pass runs on the service thread.

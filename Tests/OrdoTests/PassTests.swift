@@ -105,7 +105,7 @@ import Testing
     let failures = Box<[ContractFailure]>([])
     let handlerThread = Box<Bool>(false)
     let testThread = pthread_self()
-    bus.onFailure { f in
+    bus.onFailure { [unowned bus] f in
       failures.mutate { $0.append(f) }
       handlerThread.value = pthread_equal(pthread_self(), testThread) != 0
       // The handler runs without the bus's lock: it may read.
