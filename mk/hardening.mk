@@ -103,7 +103,7 @@ test-tsan: tsan
 # show here. Leak detection is on: callbacks read and write through their
 # context (docs/swift.md), so no test forms a cycle with its bus.
 asan:
-	ASAN_OPTIONS=detect_leaks=1 ORDO_DIFF_SEQUENCES=$(TSAN_DIFF_SEQUENCES) \
+	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-suppressions.txt ORDO_DIFF_SEQUENCES=$(TSAN_DIFF_SEQUENCES) \
 	  $(SWIFT) test $(SWIFTFLAGS) --sanitize=address --scratch-path $(ASAN_SCRATCH)
 
 # --- Stress (release) --------------------------------------------------------

@@ -118,7 +118,9 @@ import Testing
   @Test func setExistingWritesThroughTheOneWritePath() throws {
     let bus = Bus()
     try bus.commitWith { try bus.set("a.b", .int64(1)) }
-    @Sendable func setExisting(_ k: String, _ v: Value) throws(OrdoError) -> Bool {
+    // Captured by a callback below: unowned, or the bus and its contract
+    // would keep each other alive.
+    let setExisting: @Sendable (String, Value) throws(OrdoError) -> Bool = { [unowned bus] k, v throws(OrdoError) in
       var bytes = Array(k.utf8)
       return try bytes.withUnsafeMutableBufferPointer { (p) throws(OrdoError) -> Bool in try bus.setExisting(utf8: UnsafeBufferPointer(p), v) }
     }
@@ -154,7 +156,7 @@ import Testing
     let bus = Bus()
     let calls = Calls()
     var handles: [ContractHandle] = []
-    let all = Box<[ContractHandle]>([])
+    let all = Box<[ContractHandle]>([])  // emptied at the end: handles keep their bus
     try bus.register(name: "sweeper", reads: ["k"], priority: -1) { note in
       calls.add("sweeper", note)
       for h in all.value.dropFirst(10) { try? h.unregister() }
@@ -175,6 +177,7 @@ import Testing
     for h in handles[1..<10] { try h.unregister() }
     try bus.commitWith { try bus.set("k", .int64(3)) }
     #expect(calls.takeNames() == ["sweeper"])
+    all.value = []
   }
 
   /// `ContractNotification.changed` is a collection, not an array: it must still
