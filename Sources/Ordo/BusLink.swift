@@ -14,6 +14,7 @@
 ///
 /// The link also keeps the bus's end-of-pass hooks and the owners of its
 /// owner-bound contracts (guarded by the bus's lock).
+@usableFromInline
 final class BusLink: @unchecked Sendable {
   // Set in the bus's init, cleared in its deinit; read without a lock
   // (see above).
@@ -41,6 +42,19 @@ final class BusLink: @unchecked Sendable {
       Result { () throws(OrdoError) -> R in try body(bus) }
     }
     return try result.get()
+  }
+
+  /// The write of ``Property/set(_:)``: one borrow of the bus, no closure
+  /// context, no intermediate result (the typed path's cost over the handle
+  /// path is measured by `ordo-bench`, `delivery-typed`).
+  @usableFromInline
+  func set(_ h: Handle, _ v: Value) throws(OrdoError) {
+    guard let ref else { throw BusLink.gone("property \"\(h.keypath)\"") }
+    var failure: OrdoError?
+    ref._withUnsafeGuaranteedRef { bus in
+      do throws(OrdoError) { try bus.set(h, v) } catch { failure = error }
+    }
+    if let failure { throw failure }
   }
 
   static func gone(_ what: String) -> OrdoError {

@@ -112,7 +112,7 @@ extension Array: PropertyValue where Element == UInt8 {
 public struct Property<T: PropertyValue>: Sendable, Hashable, CustomStringConvertible {
   /// The resolved keypath.
   public let handle: Handle
-  let link: BusLink
+  @usableFromInline let link: BusLink
 
   init(handle: Handle, link: BusLink) {
     self.handle = handle
@@ -152,7 +152,7 @@ public struct Property<T: PropertyValue>: Sendable, Hashable, CustomStringConver
   ///   ``OrdoError/Code/contractViolation``, ``OrdoError/Code/stability``,
   ///   ``OrdoError/Code/invalidArgument`` when the bus is gone.
   @inlinable
-  public func set(_ value: T) throws(OrdoError) { try write(.set(value.ordoValue)) }
+  public func set(_ value: T) throws(OrdoError) { try link.set(handle, value.ordoValue) }
 
   /// Marks the keypath changed without changing its value (SPEC §2). Throws
   /// like ``set(_:)``.
@@ -170,20 +170,16 @@ public struct Property<T: PropertyValue>: Sendable, Hashable, CustomStringConver
     }
   }
 
-  /// The write, by kind (inlinable so that the common `set` specializes).
-  @usableFromInline
+  /// The writes other than `set`, by kind.
   enum Op {
-    case set(Value)
     case touch
     case remove
   }
 
-  @usableFromInline
   func write(_ op: Op) throws(OrdoError) {
     let h = handle
     try link.with("property \"\(h.keypath)\"") { bus throws(OrdoError) in
       switch op {
-      case .set(let v): try bus.set(h, v)
       case .touch: try bus.touch(h)
       case .remove: try bus.remove(h)
       }
