@@ -1,10 +1,23 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import Dispatch
+
+/// Tells whether the calling code runs on the main actor without trapping
+/// (`MainActor.assumeIsolated` traps when it does not). The main actor's
+/// executor is the main dispatch queue (the default main executor), whose
+/// jobs do not always run on the main thread (after `dispatchMain()` a worker
+/// thread drains the main queue), so the test is "running a block of the
+/// main queue", through a queue-specific value set on it once.
+enum MainActorCheck {
+  private static let key: DispatchSpecificKey<UInt8> = {
+    let key = DispatchSpecificKey<UInt8>()
+    DispatchQueue.main.setSpecific(key: key, value: 1)
+    return key
+  }()
+
+  /// Sets the queue-specific value; call from the main actor first.
+  static func prepare() { _ = key }
+
+  static var onMainActor: Bool { DispatchQueue.getSpecific(key: key) != nil }
+}
 
 extension Bus {
   /// Registers a contract whose callback is isolated to the main actor, for
@@ -35,8 +48,9 @@ extension Bus {
   /// main-actor task instead.
   ///
   /// With ``ContractFlags/notifyInitial`` outside a pass the initial call
-  /// happens during this call, on the main actor. The main actor is the
-  /// main thread's (the default main executor).
+  /// happens during this call, on the main actor. "On the main actor" means
+  /// running on the main dispatch queue, the default main executor's (a
+  /// custom main executor is not supported).
   ///
   /// - Throws: like ``register(_:)``.
   @MainActor
@@ -46,9 +60,9 @@ extension Bus {
     _ body: @escaping @MainActor (ContractContext) throws -> Void
   ) throws(OrdoError) -> ContractHandle {
     let link = self.link
-    let main = pthread_self()
+    MainActorCheck.prepare()
     return try register(name: name, reads: reads, writes: writes, priority: priority, flags: flags, callback: { note in
-      guard pthread_equal(pthread_self(), main) != 0 else {
+      guard MainActorCheck.onMainActor else {
         throw OrdoError(.invalidArgument, "contract \"\(name)\" runs on the main actor, but transaction \(note.transaction) was committed on another thread: it was not called (commit on the main actor, or observe with a ChangeStream)")
       }
       try MainActor.assumeIsolated { () throws -> Void in try body(ContractContext(note, link)) }
@@ -68,9 +82,9 @@ extension Bus {
     owner: Owner, name: String, reads: [String], writes: [String] = [], priority: Int32? = nil,
     flags: ContractFlags = [], _ body: @escaping @MainActor (Owner, ContractContext) throws -> Void
   ) throws(OrdoError) -> ContractHandle {
-    let main = pthread_self()
+    MainActorCheck.prepare()
     return try register(owner: owner, name: name, reads: reads, writes: writes, priority: priority, flags: flags) { owner, ctx in
-      guard pthread_equal(pthread_self(), main) != 0 else {
+      guard MainActorCheck.onMainActor else {
         throw OrdoError(.invalidArgument, "contract \"\(name)\" runs on the main actor, but transaction \(ctx.transaction) was committed on another thread: it was not called (commit on the main actor, or observe with a ChangeStream)")
       }
       try MainActor.assumeIsolated { () throws -> Void in try body(owner, ctx) }

@@ -161,7 +161,8 @@ final class WriterThread: @unchecked Sendable {
   func run() {
     guard let client = try? OrdoClient(address: address, name: "dev.ordo.Test", timeoutMs: 5000) else { return }
     // computed data (-1): total = a + b, read by a local data contract.
-    _ = try? client.registerWriter(name: "total", reads: ["in.*"], writes: ["out.total"], priority: -1, timeoutMs: 5000) { note in
+    _ = try? client.registerWriter(name: "total", reads: ["in.*"], writes: ["out.total"], priority: -1, timeoutMs: 5000) { [unowned client] note in
+      // (unowned: the client keeps its writers' callbacks.)
       // Snapshot for the inputs not in this Notify; the Notify's values are
       // the running transaction's (a Snapshot during a pass on a host
       // thread sees the last committed state).
