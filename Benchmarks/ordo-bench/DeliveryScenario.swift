@@ -23,26 +23,44 @@ final class Pending: @unchecked Sendable {
 final class OrdoDelivery {
   let bus = Bus()
   let keys: [String]
+  /// The same keypaths resolved once (SPEC §13): raw handles, and typed
+  /// properties over them.
+  let handles: [Handle]
+  let properties: [Property<Int64>]
   let sink = Sink()
   var value: Int64 = 0
   var transactions = 0
 
-  let handles: [Handle]
-
   init(_ n: Int) throws {
     keys = (0..<n).map { "model.item\($0).value" }
+    let bus = self.bus
+    let handles = try keys.map { try bus.resolve($0) }
+    self.handles = handles
+    properties = try handles.map { try bus.property($0, as: Int64.self) }
     let sink = self.sink
     for i in 0..<n { try bus.register(name: "o\(i)", reads: [keys[i]]) { _ in sink.calls &+= 1 } }
-    handles = try keys.map { [bus] in try bus.resolve($0) }
   }
 
-  /// Runs `ops` transactions through handles; returns the elapsed ns.
+  /// The same transactions through handles.
   func runHandles(_ ops: Int) throws -> UInt64 {
     let t0 = nowNS()
     for _ in 0..<ops {
       value &+= 1
       bus.begin()
       for h in handles { try bus.set(h, .int64(value)) }
+      try bus.commit()
+    }
+    transactions += ops
+    return nowNS() - t0
+  }
+
+  /// The same transactions through typed properties.
+  func runTyped(_ ops: Int) throws -> UInt64 {
+    let t0 = nowNS()
+    for _ in 0..<ops {
+      value &+= 1
+      bus.begin()
+      for p in properties { try p.set(value) }
       try bus.commit()
     }
     transactions += ops
@@ -133,6 +151,7 @@ func runDelivery(_ s: Settings) throws -> [BenchResult] {
     Variant("ordo") { ops in try ordo.run(ops) },
     Variant("ordo-handles") { ops in try ordo.runHandles(ops) },
     Variant("ordo-traced") { ops in try traced.run(ops) },
+    Variant("ordo-typed") { ops in try ordo.runTyped(ops) },
     Variant("notificationcenter") { ops in
       let t0 = nowNS()
       for _ in 0..<ops {
@@ -223,7 +242,17 @@ func runDelivery(_ s: Settings) throws -> [BenchResult] {
   var t = BenchResult(scenario: "delivery-traced", metric: "ns_per_change", ordo: m["ordo-traced"], target: "none (reported)", met: nil)
   t.comparators = [("ordo", m["ordo"])]
   t.ratios = [("vs ordo", m.ratio("ordo-traced", "ordo"))]
-  return [r, h, t]
+  // The same work through handles and typed properties (SPEC §13): the
+  // typed API must cost no more than the raw handle path.
+  var typed = BenchResult(scenario: "delivery-typed", metric: "ns_per_change", ordo: m["ordo-typed"], target: "vs ordo-handles <= 1.1", met: nil)
+  typed.comparators = [("ordo-handles", m["ordo-handles"]), ("ordo-strings", m["ordo"]), ("indirect-calls", m["indirect-calls"])]
+  let typedVsHandles = m.ratio("ordo-typed", "ordo-handles")
+  typed.ratios = [
+    ("vs ordo-handles", typedVsHandles), ("ordo-handles vs ordo-strings", m.ratio("ordo-handles", "ordo")),
+    ("vs indirect-calls", m.ratio("ordo-typed", "indirect-calls")),
+  ]
+  typed.met = typedVsHandles <= 1.1
+  return [r, h, typed, t]
 }
 
 /// Scenario 3: coalescing. 100 contracts, contract `j` reading keypath

@@ -91,6 +91,26 @@ final class MinimalDispatcher {
   }
 }
 
+/// One transaction setting the 10 handles from `handles[first]`, then the
+/// next value.
+@inline(__always)
+func commitGroup(_ bus: Bus, _ handles: [Handle], _ first: Int, _ value: inout Int64) throws {
+  bus.begin()
+  for k in first..<(first + 10) { try bus.set(handles[k], .int64(value)) }
+  value &+= 1
+  try bus.commit()
+}
+
+/// One transaction setting the 10 typed properties from `properties[first]`,
+/// then the next value.
+@inline(__always)
+func commitGroup(_ bus: Bus, _ properties: [Property<Int64>], _ first: Int, _ value: inout Int64) throws {
+  bus.begin()
+  for k in first..<(first + 10) { try properties[k].set(value) }
+  value &+= 1
+  try bus.commit()
+}
+
 /// Times `ops` commits made by `commit`, counting them in `commits`.
 @inline(__always)
 func timedCommits(_ ops: Int, _ commits: inout Int, _ commit: () throws -> Void) rethrows -> UInt64 {
@@ -106,15 +126,6 @@ func timedCommits(_ ops: Int, _ commits: inout Int, _ commit: () throws -> Void)
 func commitGroup(_ bus: Bus, _ keys: [String], _ first: Int, _ value: inout Int64) throws {
   bus.begin()
   for k in first..<(first + 10) { try bus.set(keys[k], .int64(value)) }
-  value &+= 1
-  try bus.commit()
-}
-
-/// The same transaction through handles (SPEC §13).
-@inline(__always)
-func commitGroup(_ bus: Bus, _ handles: [Handle], _ first: Int, _ value: inout Int64) throws {
-  bus.begin()
-  for k in first..<(first + 10) { try bus.set(handles[k], .int64(value)) }
   value &+= 1
   try bus.commit()
 }
@@ -144,7 +155,6 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
   let base = Bus()
   for i in 0..<10 { try base.register(name: "c\(i)", reads: [keys[i]]) { _ in baseSink.calls &+= 1 } }
   let baseHandles = try keys[0..<10].map { try base.resolve($0) }
-  var bigHandles: [Handle] = []
   var baseValue: Int64 = 0
   var baseCommits = 0
 
@@ -161,6 +171,10 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
   var minBaseValue: Int64 = 1
   var registered = 0
   var prefilled = 0
+  // The same keypaths resolved once (SPEC §13), for the handle and typed
+  // variants of the spread commits.
+  var handles: [Handle] = []
+  var properties: [Property<Int64>] = []
   var bigValue: Int64 = 0
   var scanValue: Int64 = 0
 
@@ -180,14 +194,20 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
     for k in keys[prefilled..<n] { scan.set(k, -1) }
     scan.commit()
     minimal.prefill()
-    for k in keys[prefilled..<n] { bigHandles.append(try big.resolve(k)) }
+    for k in keys[prefilled..<n] {
+      let h = try big.resolve(k)
+      handles.append(h)
+      properties.append(try big.property(h, as: Int64.self))
+    }
     prefilled = n
     let groups = n / 10
     var bigRng = SplitMix(state: UInt64(n))
     var scanRng = SplitMix(state: UInt64(n) &+ 7)
     var minRng = SplitMix(state: UInt64(n) &+ 13)
-    var handleRng = SplitMix(state: UInt64(n) &+ 21)
+    var handleRng = SplitMix(state: UInt64(n) &+ 17)
+    var typedRng = SplitMix(state: UInt64(n) &+ 17)
     var handleCommits = 0
+    var typedCommits = 0
     var handleBaseCommits = 0
     let fixed = (groups / 2) * 10
     var bigCommits = 0
@@ -202,6 +222,12 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
 
     let ordoVariant = Variant("ordo") { ops in
       try timedCommits(ops, &bigCommits) { try commitGroup(big, keys, bigRng.below(groups) * 10, &bigValue) }
+    }
+    let handleVariant = Variant("ordo-handles") { ops in
+      try timedCommits(ops, &handleCommits) { try commitGroup(big, handles, handleRng.below(groups) * 10, &bigValue) }
+    }
+    let typedVariant = Variant("ordo-typed") { ops in
+      try timedCommits(ops, &typedCommits) { try commitGroup(big, properties, typedRng.below(groups) * 10, &bigValue) }
     }
     let sameVariant = Variant("ordo-same") { ops in
       try timedCommits(ops, &sameCommits) { try commitGroup(big, keys, fixed, &bigValue) }
@@ -220,9 +246,6 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
     let minVariant = Variant("minimal-dispatch") { ops in
       timedCommits(ops, &minCommits) { minimal.commitGroup(minRng.below(groups) * 10, &minValue) }
     }
-    let handleVariant = Variant("ordo-handles") { ops in
-      try timedCommits(ops, &handleCommits) { try commitGroup(big, bigHandles, handleRng.below(groups) * 10, &bigValue) }
-    }
     let handleBaseVariant = Variant("ordo-handles-10-contracts") { ops in
       try timedCommits(ops, &handleBaseCommits) { try commitGroup(base, baseHandles, 0, &baseValue) }
     }
@@ -232,10 +255,10 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
     progress("scale: measuring \(n) contracts")
     let variants =
       n == 10
-      ? [ordoVariant, scanVariant]
-      : [ordoVariant, sameVariant, baseVariant, scanVariant, minVariant, minBaseVariant, handleVariant, handleBaseVariant]
+      ? [ordoVariant, handleVariant, typedVariant, scanVariant]
+      : [ordoVariant, handleVariant, typedVariant, sameVariant, baseVariant, scanVariant, minVariant, minBaseVariant, handleBaseVariant]
     let m = try measure(variants, s)
-    let bigTotal = bigCommits + sameCommits + handleCommits
+    let bigTotal = bigCommits + sameCommits + handleCommits + typedCommits
     check(bigSink.calls == 10 * bigTotal, "scale \(n): \(bigSink.calls) calls for \(bigTotal) commits")
     check(minSink.calls == 10 * minCommits, "scale \(n): minimal dispatcher made \(minSink.calls) calls for \(minCommits) commits")
     check(scanSink.calls == 10 * scanCommits, "scale \(n): scan made \(scanSink.calls) calls for \(scanCommits) commits")
@@ -261,6 +284,13 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
       r.met = m.ratio("ordo", "ordo-10-contracts") <= 2 && vsScan >= 1000
     }
     results.append(r)
+    // The same spread commits through handles and typed properties.
+    var typed = BenchResult(scenario: "scale-\(n)-typed", metric: "ns_per_commit", ordo: m["ordo-typed"], target: "vs ordo-handles <= 1.1", met: nil)
+    typed.comparators = [("ordo-handles", m["ordo-handles"]), ("ordo-strings", m["ordo"])]
+    let typedVsHandles = m.ratio("ordo-typed", "ordo-handles")
+    typed.ratios = [("vs ordo-handles", typedVsHandles), ("ordo-handles vs ordo-strings", m.ratio("ordo-handles", "ordo"))]
+    typed.met = typedVsHandles <= 1.1
+    results.append(typed)
     if n != 10 {
       var same = BenchResult(scenario: "scale-\(n)-same", metric: "ns_per_commit", ordo: m["ordo-same"], target: "none", met: nil)
       same.comparators = [("ordo-10-contracts", m["ordo-10-contracts"]), ("scan-all", m["scan-all"])]

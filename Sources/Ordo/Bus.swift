@@ -12,9 +12,9 @@ import Synchronization
 /// from it.
 ///
 /// The bus is a façade over its parts, each holding one concept
-/// (`docs/architecture.md`): the ``Gate`` (who may do what now), the
-/// ``Store`` (values, counters, the journal), the ``ContractGraph``
-/// (registration, order, levels) and the ``PassRunner`` (the pass).
+/// (`docs/architecture.md`): the `Gate` (who may do what now), the
+/// `Store` (values, counters, the journal), the `ContractGraph`
+/// (registration, order, levels) and the `PassRunner` (the pass).
 public final class Bus: @unchecked Sendable {
   let gate = Gate()
   let store = Store()
@@ -24,14 +24,19 @@ public final class Bus: @unchecked Sendable {
   let identity = BusIdentity.next()
   /// Transactions rolled back (statistics).
   private(set) var rollbackCount: UInt64 = 0
+  /// What typed properties, contexts and streams name the bus by, without
+  /// keeping it alive (see ``BusLink``); also the end-of-pass hooks.
+  let link = BusLink()
 
   /// Makes an empty bus with a new epoch.
   public init() {
     contractGraph = ContractGraph(store: store)
     passes = PassRunner(gate: gate, store: store, graph: contractGraph)
+    link.attach(self)
   }
 
   deinit {
+    link.detach()
     // Contracts whose callbacks capture handles (or anything naming a key
     // node) form cycles through the nodes' reader caches: release every
     // callback with the bus.
@@ -70,7 +75,9 @@ public final class Bus: @unchecked Sendable {
       return 0
     case .outermost:
       let outcome = passes.runCommit()
+      let hooks = passEnded(outcome)
       gate.lock.unlock()
+      defer { for hook in hooks { hook() } }
       return try settle(outcome)
     }
   }
@@ -81,6 +88,13 @@ public final class Bus: @unchecked Sendable {
     guard let refusal = outcome.refusal else { return outcome.transaction }
     for action in outcome.undo.reversed() { action() }
     throw refusal
+  }
+
+  /// The end-of-pass hooks due after `outcome`: all of them when a pass ran
+  /// (stored or refused), none when nothing changed (no pass). Lock held.
+  private func passEnded(_ outcome: PassRunner.Outcome) -> [@Sendable () -> Void] {
+    guard outcome.transaction != 0 || outcome.refusal != nil else { return [] }
+    return link.takeEndOfPassHooks()
   }
 
   /// Discards every write of the whole (outermost) transaction; nothing is
@@ -109,18 +123,56 @@ public final class Bus: @unchecked Sendable {
   /// Runs `body` in a transaction and commits it; when `body` throws, rolls
   /// the transaction back (the whole outermost one) and rethrows.
   ///
+  /// The body's error type is the transaction's: give the closure
+  /// `throws(OrdoError)` (every bus call throws only ``OrdoError``) and the
+  /// caller catches an ``OrdoError`` without a cast:
+  ///
+  /// ```swift
+  /// func rename(_ bus: Bus, _ title: Property<String>) throws(OrdoError) {
+  ///   try bus.transaction { () throws(OrdoError) in try title.set("Songs") }
+  /// }
+  /// ```
+  ///
   /// - Returns: the transaction id, 0 if nothing changed or if this joined an
-  ///   outer transaction.
+  ///   outer transaction. (A body that returns a value: see
+  ///   ``transaction(_:)->R``.)
+  /// - Throws: what `body` throws; a commit that a persistence layer refused
+  ///   (``OrdoError/Code/storage``) as an `E` — which needs `E` to be
+  ///   ``OrdoError`` or `any Error`; with another error type such a refusal
+  ///   stops the program.
   @discardableResult
-  public func transaction(_ body: () throws -> Void) throws -> UInt64 {
-    begin()
-    do {
+  public func transaction<E: Error>(_ body: () throws(E) -> Void) throws(E) -> UInt64 {
+    try transaction { () throws(E) -> UInt64 in
       try body()
+      return 0
+    }.1
+  }
+
+  /// Runs `body` in a transaction, commits it and returns what `body`
+  /// returned; when `body` throws, rolls the transaction back and rethrows.
+  /// Throws like ``transaction(_:)->UInt64``.
+  public func transaction<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+    try transaction(body).0
+  }
+
+  /// The result of `body` and the transaction id.
+  private func transaction<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> (R, UInt64) {
+    begin()
+    let result: R
+    do {
+      result = try body()
     } catch {
       if (try? rollback()) == nil { _ = try? commit() }
       throw error
     }
-    return try commit()
+    do {
+      return (result, try commit())
+    } catch {
+      guard let e = error as? E else {
+        preconditionFailure("Ordo: the commit failed (\(error)) and the transaction's error type \(E.self) cannot hold an OrdoError: give the body throws(OrdoError)")
+      }
+      throw e
+    }
   }
 
   /// Registers an action that runs if the transaction open on this thread is
@@ -186,7 +238,7 @@ public final class Bus: @unchecked Sendable {
   }
 
   /// Marks `keypath` changed without storing a value (for values that live
-  /// in the host program). Throws like ``set(_:_:)``.
+  /// in the host program). Throws like ``set(_:_:)-(String,_)``.
   public func touch(_ keypath: String) throws(OrdoError) {
     gate.lock.lock()
     defer { gate.lock.unlock() }
@@ -194,7 +246,7 @@ public final class Bus: @unchecked Sendable {
   }
 
   /// Removes the value of `keypath` (no change if it has none). Throws like
-  /// ``set(_:_:)``.
+  /// ``set(_:_:)-(String,_)``.
   public func remove(_ keypath: String) throws(OrdoError) {
     gate.lock.lock()
     defer { gate.lock.unlock() }
@@ -203,7 +255,7 @@ public final class Bus: @unchecked Sendable {
 
   /// Removes the values of `keypath` and of every descendant. Inside a
   /// callback the write set must allow the keypath and all its descendants
-  /// (e.g. `k.**`). Throws like ``set(_:_:)``.
+  /// (e.g. `k.**`). Throws like ``set(_:_:)-(String,_)``.
   public func removeTree(_ keypath: String) throws(OrdoError) {
     gate.lock.lock()
     defer { gate.lock.unlock() }
@@ -325,7 +377,8 @@ public final class Bus: @unchecked Sendable {
   }
 
   /// The value of `keypath`. Throws ``OrdoError/Code/notFound`` when it holds
-  /// none, and like ``value(_:)``.
+  /// none, and like ``value(_:)-(String)``.
+  @available(*, deprecated, message: "use value(_:), which returns nil when the keypath holds no value")
   public func get(_ keypath: String) throws(OrdoError) -> Value {
     guard let v = try value(keypath) else {
       throw OrdoError(.notFound, "\"\(keypath)\" holds no value")
@@ -342,7 +395,7 @@ public final class Bus: @unchecked Sendable {
   }
 
   /// The id of the last committed transaction that changed `keypath` (0 if
-  /// none; SPEC §10). A removed value keeps it. Read like ``counter(_:)``.
+  /// none; SPEC §10). A removed value keeps it. Read like ``counter(_:)`-(String)`.
   public func changedAt(_ keypath: String) throws(OrdoError) -> UInt64 {
     gate.lock.lock()
     defer { gate.lock.unlock() }
@@ -386,7 +439,11 @@ public final class Bus: @unchecked Sendable {
 
   /// The values and counters of every keypath matching one of the patterns,
   /// and the last committed transaction id, read at one moment.
-  public func snapshot(_ patterns: [String]) throws(OrdoError) -> (values: [String: Value], counters: [String: UInt64], transaction: UInt64) {
+  ///
+  /// - Throws: ``OrdoError/Code/invalidKeypath``; inside a callback
+  ///   ``OrdoError/Code/contractViolation`` for a pattern the contract may
+  ///   not read.
+  public func snapshot(_ patterns: [String]) throws(OrdoError) -> Snapshot {
     let parsed = try Bus.parse(patterns)
     gate.lock.lock()
     defer { gate.lock.unlock() }
@@ -401,7 +458,7 @@ public final class Bus: @unchecked Sendable {
         if n.counter > 0 { cs[n.key] = n.counter }
       }
     }
-    return (vs, cs, visibleTransaction())
+    return Snapshot(values: vs, counters: cs, transaction: visibleTransaction())
   }
 
   /// What changed after transaction `since` among the keypaths matching the
@@ -411,7 +468,7 @@ public final class Bus: @unchecked Sendable {
   /// - Throws: ``OrdoError/Code/invalidArgument`` when `since` is after the
   ///   last committed transaction (the client's history belongs to another
   ///   epoch); ``OrdoError/Code/invalidKeypath``; inside a callback
-  ///   ``OrdoError/Code/contractViolation`` like ``snapshot(_:)``.
+  ///   ``OrdoError/Code/contractViolation`` like ``snapshot(_:)-([String])``.
   public func changes(since: UInt64, _ patterns: [String]) throws(OrdoError) -> Changes {
     let parsed = try Bus.parse(patterns)
     gate.lock.lock()
@@ -481,6 +538,7 @@ public final class Bus: @unchecked Sendable {
       gate.lock.unlock()
       return handle
     }
+    var hooks: [@Sendable () -> Void] = []
     switch gate.phase {
     case .pass where passes.hasTransaction:
       passes.scheduleInitial(c)
@@ -492,10 +550,12 @@ public final class Bus: @unchecked Sendable {
         deliver(trace)
         gate.lock.lock()
       }
+      hooks = passEnded(outcome)
       if let refusal = outcome.refusal {
         passes.report(ContractFailure(contract: c.id, name: c.name, transaction: 0, message: refusal.description))
         gate.lock.unlock()
         for action in outcome.undo.reversed() { action() }
+        for hook in hooks { hook() }
         return handle
       }
     default:
@@ -504,6 +564,7 @@ public final class Bus: @unchecked Sendable {
       passes.callInitial(c)
     }
     gate.lock.unlock()
+    for hook in hooks { hook() }
     return handle
   }
 
@@ -635,7 +696,25 @@ enum BusIdentity {
   static func next() -> UInt64 { counter.add(1, ordering: .relaxed).newValue }
 }
 
-/// What changed after a transaction (see ``Bus/changes(since:_:)``).
+/// The values and counters of the keypaths matching some patterns, read at
+/// one moment (see ``Bus/snapshot(_:)-([String])``).
+public struct Snapshot: Sendable, Hashable {
+  /// The keypaths that hold a value, with it.
+  public var values: [String: Value]
+  /// The counter of every matching keypath that was ever changed.
+  public var counters: [String: UInt64]
+  /// The last committed transaction id (the running pass's, on its thread).
+  public var transaction: UInt64
+
+  /// Makes a snapshot.
+  public init(values: [String: Value] = [:], counters: [String: UInt64] = [:], transaction: UInt64 = 0) {
+    self.values = values
+    self.counters = counters
+    self.transaction = transaction
+  }
+}
+
+/// What changed after a transaction (see ``Bus/changes(since:_:)-(_,[String])``).
 public struct Changes: Sendable, Hashable {
   /// Keypaths that changed and hold a value, with it.
   public var values: [String: Value] = [:]

@@ -1,7 +1,7 @@
 /// A contract's identifier, unique on its bus and never reused.
 public typealias ContractID = UInt64
 
-/// One write of a batch (see ``Bus/write(_:)``).
+/// One write of a batch (see `Bus/write(_:)`).
 public enum Write: Sendable, Hashable {
   /// Set the value of a keypath.
   case set(String, Value)

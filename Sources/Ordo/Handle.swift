@@ -94,7 +94,8 @@ extension Bus {
   }
 
   /// The value of the handle's keypath. Throws
-  /// ``OrdoError/Code/notFound`` when it holds none, and like ``value(_:)``.
+  /// ``OrdoError/Code/notFound`` when it holds none, and like ``value(_:)-(String)``.
+  @available(*, deprecated, message: "use value(_:), which returns nil when the keypath holds no value")
   public func get(_ handle: Handle) throws(OrdoError) -> Value {
     guard let v = try value(handle) else { throw OrdoError(.notFound, "\"\(handle.keypath)\" holds no value") }
     return v

@@ -12,9 +12,14 @@
 /// Setting a value equal to the current one changes nothing and notifies no
 /// one (SPEC §2). Readers on other threads see the host's current value,
 /// which may be uncommitted; host values have no committed copy.
+///
+/// Like a ``Property``, a hosted property does not keep its bus alive (a
+/// callback may capture it without a retain cycle); once the bus is gone,
+/// ``get()`` and ``set(_:)`` throw ``OrdoError/Code/invalidArgument``.
 public final class HostedProperty<T: Equatable & Sendable>: @unchecked Sendable {
-  /// The bus the property reports to.
-  public let bus: Bus
+  /// The bus the property reports to, nil once it was deallocated.
+  public var bus: Bus? { link.bus }
+  private let link: BusLink
   /// The property's keypath.
   public let keypath: String
   private let lock = MonitorLock()
@@ -25,7 +30,7 @@ public final class HostedProperty<T: Equatable & Sendable>: @unchecked Sendable 
   /// - Throws: ``OrdoError/Code/invalidKeypath`` for a malformed keypath.
   public init(bus: Bus, keypath: String, initial: T) throws(OrdoError) {
     _ = try Keypath(keypath)
-    self.bus = bus
+    self.link = bus.link
     self.keypath = keypath
     self.storage = initial
   }
@@ -33,7 +38,8 @@ public final class HostedProperty<T: Equatable & Sendable>: @unchecked Sendable 
   /// Reads the value; inside a callback the keypath must be in the contract's
   /// read or write set (``OrdoError/Code/contractViolation`` otherwise).
   public func get() throws(OrdoError) -> T {
-    try bus.access(keypath)
+    let k = keypath
+    try link.with("hosted property \"\(k)\"") { bus throws(OrdoError) in try bus.access(k) }
     lock.lock()
     defer { lock.unlock() }
     return storage
@@ -48,15 +54,16 @@ public final class HostedProperty<T: Equatable & Sendable>: @unchecked Sendable 
     lock.lock()
     let old = storage
     lock.unlock()
+    let k = keypath
     if old == value {
-      try bus.checkWrite(keypath)
+      try link.with("hosted property \"\(k)\"") { bus throws(OrdoError) in try bus.checkWrite(k) }
       return
     }
-    try bus.touch(keypath)
+    try link.with("hosted property \"\(k)\"") { bus throws(OrdoError) in try bus.touch(k) }
     lock.lock()
     storage = value
     lock.unlock()
-    try? bus.onRollback { [weak self] in
+    try? link.bus?.onRollback { [weak self] in
       guard let self else { return }
       self.lock.lock()
       self.storage = old

@@ -111,7 +111,7 @@ private func get<T>(
   guarded { () throws(OrdoError) in
     let h = try CHandle.from(handle)
     let out = try outArg(out, "out")
-    let value = try h.box.bus.get(h.handle)
+    guard let value = try h.box.bus.value(h.handle) else { throw OrdoError(.notFound, "\"\(h.handle.keypath)\" holds no value") }
     guard let x = try extract(value) else {
       throw OrdoError(.typeMismatch, "\"\(h.handle.keypath)\" holds \(described(value.typeName)), not \(described(type))")
     }

@@ -193,7 +193,7 @@ private func get<T>(
     let box = try CBus.from(bus)
     let k = try keypathArg(keypath)
     let out = try outArg(out, "out")
-    let value = try box.bus.get(k)
+    guard let value = try box.bus.value(k) else { throw OrdoError(.notFound, "\"\(k)\" holds no value") }
     guard let x = try extract(value) else {
       throw OrdoError(.typeMismatch, "\"\(k)\" holds \(described(value.typeName)), not \(described(type))")
     }

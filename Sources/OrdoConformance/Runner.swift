@@ -295,8 +295,9 @@ final class RunState: @unchecked Sendable {
       return nil
     case "get":
       let key = try step.string("key")
-      if let h = try handle(key) { return try bus.get(h) }
-      return try bus.get(key)
+      let v = try handle(key).map { try bus.value($0) } ?? bus.value(key)
+      guard let v else { throw OrdoError(.notFound, "\"\(key)\" holds no value") }
+      return v
     case "counter":
       let key = try step.string("key")
       if let h = try handle(key) { return try bus.counter(h) }

@@ -832,7 +832,7 @@ public final class DBusService: @unchecked Sendable {
     var r = c.m.reader()
     let k: String
     do { k = try r.string("keypath") } catch { throw .invalidArgs(error.message) }
-    let snap: (values: [String: Value], counters: [String: UInt64], transaction: UInt64)
+    let snap: Snapshot
     do throws(OrdoError) {
       _ = try bus.counter(k)  // validates: a keypath, not a pattern
     } catch { throw .ordo(error) }
@@ -861,7 +861,7 @@ public final class DBusService: @unchecked Sendable {
   private func snapshot(_ c: Call) throws(OrdoServiceError) -> DBusMessageRef? {
     var r = c.m.reader()
     let patterns = try r.stringArray("patterns", limit: limits.maxKeypathsPerCall)
-    var snap: (values: [String: Value], counters: [String: UInt64], transaction: UInt64)
+    var snap: Snapshot
     do { snap = try bus.snapshot(patterns) } catch { throw .ordo(error) }
     // Only what the caller may read.
     if let f = c.access.readFilter {

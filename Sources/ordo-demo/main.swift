@@ -48,7 +48,7 @@ func demo() throws {
     try bus.set("doc.items", .string("b,a,a"))
     try bus.set("doc.title", .string("Songs"))
   }
-  print("committed transaction \(txn); doc.items = \(try bus.get("doc.items")), doc.count = \(try bus.get("doc.count"))")
+  print("committed transaction \(txn); doc.items = \(try bus.value("doc.items")!), doc.count = \(try bus.value("doc.count")!)")
 
   print("\nTransaction: doc.title = \"Albums\" (only content and autosave read it)")
   try bus.transaction { try bus.set("doc.title", .string("Albums")) }

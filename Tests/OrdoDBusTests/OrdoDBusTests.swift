@@ -161,7 +161,8 @@ final class WriterThread: @unchecked Sendable {
   func run() {
     guard let client = try? OrdoClient(address: address, name: "dev.ordo.Test", timeoutMs: 5000) else { return }
     // computed data (-1): total = a + b, read by a local data contract.
-    _ = try? client.registerWriter(name: "total", reads: ["in.*"], writes: ["out.total"], priority: -1, timeoutMs: 5000) { note in
+    _ = try? client.registerWriter(name: "total", reads: ["in.*"], writes: ["out.total"], priority: -1, timeoutMs: 5000) { [unowned client] note in
+      // (unowned: the client keeps its writers' callbacks.)
       // Snapshot for the inputs not in this Notify; the Notify's values are
       // the running transaction's (a Snapshot during a pass on a host
       // thread sees the last committed state).
@@ -218,10 +219,10 @@ final class WriterThread: @unchecked Sendable {
   try #require(ready)
 
   let seen = Mutex<[Int64]>([])
-  try bus.register(name: "local-view", reads: ["out.total"], writes: ["out.label"]) { _ in
-    if case .int64(let t)? = try bus.value("out.total") {
+  try bus.register(name: "local-view", reads: ["out.total"], writes: ["out.label"]) { ctx in
+    if case .int64(let t)? = try ctx.value("out.total") {
       seen.withLock { $0.append(t) }
-      try bus.set("out.label", .string("total \(t)"))
+      try ctx.set("out.label", .string("total \(t)"))
     }
   }
   // A remote Commit: the pass runs on the service thread.
@@ -234,7 +235,7 @@ final class WriterThread: @unchecked Sendable {
   try bus.set("in.b", .int64(10))
   #expect(try bus.commit() == 2)
   #expect(seen.withLock { $0 } == [5, 12])
-  #expect(try bus.get("out.label") == .string("total 12"))
+  #expect(try bus.value("out.label") == .string("total 12"))
   #expect(writer.answered.load(ordering: .relaxed) == 2)
   let stats = try client.stats()
   #expect(stats.first { $0.0 == "completes" }?.1 == .uint(2))

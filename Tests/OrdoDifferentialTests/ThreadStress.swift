@@ -154,7 +154,7 @@ struct ThreadStressTests {
     for t in 0..<threads {
       #expect(try bus.counter("t\(t).v") == UInt64(perThread))
       #expect(try bus.counter("t\(t).d") == UInt64(perThread))
-      #expect(try bus.get("t\(t).d") == .int64(2 * Int64(perThread)))
+      #expect(try bus.value("t\(t).d") == .int64(2 * Int64(perThread)))
     }
     #expect(bus.statistics.transactions == UInt64(total))
     print(

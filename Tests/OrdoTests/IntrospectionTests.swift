@@ -8,11 +8,11 @@ import Testing
 @Suite struct IntrospectionTests {
   @Test func contractInfo() throws {
     let bus = Bus()
-    let h = try bus.register(name: "c", reads: ["a", "b", "list.*"], writes: ["x", "y.**"], priority: 2) { _ in
-      _ = try bus.value("a")
-      _ = try bus.counter("list.3")
-      _ = try bus.value("x")  // a read within the write set is not a use of a read pattern
-      try bus.set("y.z", .int64(1))
+    let h = try bus.register(name: "c", reads: ["a", "b", "list.*"], writes: ["x", "y.**"], priority: 2) { ctx in
+      _ = try ctx.value("a")
+      _ = try ctx.counter("list.3")
+      _ = try ctx.value("x")  // a read within the write set is not a use of a read pattern
+      try ctx.set("y.z", .int64(1))
     }
     try bus.register(name: "d", reads: ["y.z"]) { _ in }
     var info = try #require(bus.contract(h.id))
@@ -101,7 +101,7 @@ import Testing
     let bus = Bus()
     try bus.commitWith { try bus.set("doc.gone", .int64(0)) }
     let got = Box<[String: Value]>([:])
-    try bus.register(name: "c", reads: ["doc.**"]) { n in got.value = bus.values(of: n) }
+    try bus.register(name: "c", reads: ["doc.**"]) { ctx in got.value = try ctx.changedValues() }
     try bus.commitWith {
       try bus.set("doc.a", .string("x"))
       try bus.touch("doc.t")
@@ -122,7 +122,7 @@ import Testing
     try bus.set("k", .int64(2))
     try bus.set("new", .int64(2))
     try bus.remove("gone")
-    #expect(try bus.get("k") == .int64(2))
+    #expect(try bus.value("k") == .int64(2))
     let seen = Box<[String]>([])
     runThreads(1) { _ in
       let s = try? bus.snapshot(["**"])
@@ -148,7 +148,8 @@ import Testing
     let inside = DispatchSemaphore(value: 0)
     let release = DispatchSemaphore(value: 0)
     let inPassID = Box<UInt64>(0)
-    try bus.register(name: "slow", reads: ["k"]) { _ in
+    try bus.register(name: "slow", reads: ["k"]) { ctx in
+      let bus = try ctx.bus()
       inPassID.value = bus.transactionID
       inside.signal()
       release.wait()

@@ -39,19 +39,19 @@ import Testing
   @Test func callbackWritesScheduleLaterContractsOnce() throws {
     let bus = Bus()
     let calls = Calls()
-    try bus.watch(calls, "first", reads: ["a"], writes: ["b", "c"], priority: 1) { _ in
-      try bus.set("b", .int64(1))
-      try bus.set("c", .int64(1))
+    try bus.watch(calls, "first", reads: ["a"], writes: ["b", "c"], priority: 1) { ctx in
+      try ctx.set("b", .int64(1))
+      try ctx.set("c", .int64(1))
     }
-    try bus.watch(calls, "second", reads: ["a", "b"], writes: ["c"], priority: 2) { _ in try bus.set("c", .int64(2)) }
-    try bus.watch(calls, "self-loop", reads: ["c"], writes: ["c"]) { _ in try bus.set("c", .int64(3)) }
+    try bus.watch(calls, "second", reads: ["a", "b"], writes: ["c"], priority: 2) { ctx in try ctx.set("c", .int64(2)) }
+    try bus.watch(calls, "self-loop", reads: ["c"], writes: ["c"]) { ctx in try ctx.set("c", .int64(3)) }
     try bus.watch(calls, "content", reads: ["a", "b", "c"])
     #expect(try bus.commitWith { try bus.set("a", .int64(1)) } == 1)
     #expect(calls.take() == [
       Call(name: "first", changed: ["a"], txn: 1), Call(name: "second", changed: ["a", "b"], txn: 1),
       Call(name: "self-loop", changed: ["c"], txn: 1), Call(name: "content", changed: ["a", "b", "c"], txn: 1),
     ])
-    #expect(try bus.get("c") == .int64(3))
+    #expect(try bus.value("c") == .int64(3))
     #expect(try bus.counter("c") == 1)
   }
 
@@ -63,12 +63,12 @@ import Testing
       do { try body() } catch let e as OrdoError { errors.mutate { $0.append(e) } } catch {}
     }
     try bus.register(name: "early", reads: ["ui.a"], priority: 1) { _ in }
-    try bus.register(name: "layout", reads: ["go"], writes: ["ui.**", "t.*"], priority: 2) { _ in
-      record { try bus.set("doc", .int64(1)) }
-      record { try bus.set("ui.a", .int64(1)) }  // equal value: still STABILITY
-      record { try bus.removeTree("t.x") }
-      record { _ = try bus.value("secret") }
-      record { _ = try bus.value("ui.b") }  // in the write set: allowed
+    try bus.register(name: "layout", reads: ["go"], writes: ["ui.**", "t.*"], priority: 2) { ctx in
+      record { try ctx.set("doc", .int64(1)) }
+      record { try ctx.set("ui.a", .int64(1)) }  // equal value: still STABILITY
+      record { try ctx.removeTree("t.x") }
+      record { _ = try ctx.value("secret") }
+      record { _ = try ctx.value("ui.b") }  // in the write set: allowed
     }
     try bus.commitWith { try bus.set("go", .bool(true)) }
     let e = errors.value
@@ -87,11 +87,12 @@ import Testing
       try bus.set("doc.title", .int64(2))
     }
     let results = Box<[OrdoError.Code?]>([])
-    try bus.register(name: "r", reads: ["doc"]) { _ in
+    try bus.register(name: "r", reads: ["doc"]) { ctx in
+      let bus = try ctx.bus()
       results.value = [
-        codeOf { _ = try bus.value("doc") }, codeOf { _ = try bus.value("doc.title") },
-        codeOf { _ = try bus.counter("doc.title") }, codeOf { try bus.access("doc.title") },
-        codeOf { _ = try bus.snapshot(["doc.**"]) }, codeOf { _ = try bus.snapshot(["doc"]) },
+        codeOf { _ = try ctx.value("doc") }, codeOf { _ = try ctx.value("doc.title") },
+        codeOf { _ = try ctx.counter("doc.title") }, codeOf { try bus.access("doc.title") },
+        codeOf { _ = try ctx.snapshot(["doc.**"]) }, codeOf { _ = try ctx.snapshot(["doc"]) },
       ]
     }
     try bus.commitWith { try bus.touch("doc") }
@@ -104,14 +105,14 @@ import Testing
     let failures = Box<[ContractFailure]>([])
     let handlerThread = Box<Bool>(false)
     let testThread = pthread_self()
-    bus.onFailure { f in
+    bus.onFailure { [unowned bus] f in
       failures.mutate { $0.append(f) }
       handlerThread.value = pthread_equal(pthread_self(), testThread) != 0
       // The handler runs without the bus's lock: it may read.
       _ = try? bus.value("out")
     }
-    let h = try bus.watch(calls, "fails", reads: ["in"], writes: ["out"], priority: 1) { _ in
-      try bus.set("out", .int64(1))
+    let h = try bus.watch(calls, "fails", reads: ["in"], writes: ["out"], priority: 1) { ctx in
+      try ctx.set("out", .int64(1))
       throw Boom()
     }
     try bus.watch(calls, "content", reads: ["out"])
@@ -125,7 +126,7 @@ import Testing
     #expect(f.message == "boom")
     #expect(handlerThread.value)
     // The failed callback's earlier writes stay.
-    #expect(try bus.get("out") == .int64(1))
+    #expect(try bus.value("out") == .int64(1))
     #expect(try bus.counter("out") == 1)
     #expect(bus.statistics.failures == 1)
     #expect(bus.contract(h.id)?.failures == 1)
@@ -141,18 +142,19 @@ import Testing
     let bus = Bus()
     let calls = Calls()
     let idSeen = Box<ContractID>(0)
-    let h = try bus.register(name: "first", reads: ["a"], flags: .notifyInitial) { n in
-      calls.add("first", n)
-      idSeen.value = n.contract
-      #expect(bus.currentContract == n.contract)
+    let h = try bus.register(name: "first", reads: ["a"], flags: .notifyInitial) { ctx in
+      let bus = try ctx.bus()
+      calls.add("first", ctx.notification)
+      idSeen.value = ctx.contract
+      #expect(bus.currentContract == ctx.contract)
     }
     #expect(idSeen.value == h.id)
     #expect(calls.take() == [Call(name: "first", changed: [], txn: 0)])
     try bus.commitWith { try bus.set("a", .int64(1)) }
     _ = calls.take()
     try bus.watch(calls, "show-b", reads: ["b"])
-    try bus.watch(calls, "derive", reads: ["a"], writes: ["b"], flags: .notifyInitial) { n in
-      if n.changed.isEmpty { try bus.set("b", .int64(2)) }
+    try bus.watch(calls, "derive", reads: ["a"], writes: ["b"], flags: .notifyInitial) { ctx in
+      if ctx.changed.isEmpty { try ctx.set("b", .int64(2)) }
     }
     #expect(calls.take() == [Call(name: "derive", changed: [], txn: 1), Call(name: "show-b", changed: ["b"], txn: 2)])
     #expect(bus.transactionID == 2)
@@ -164,11 +166,12 @@ import Testing
     let bus = Bus()
     let calls = Calls()
     try bus.watch(calls, "show", reads: ["x", "y"])
-    try bus.watch(calls, "outer", reads: ["a"], writes: ["x"], flags: .notifyInitial) { n in
-      guard n.changed.isEmpty else { return }
-      try bus.set("x", .int64(1))
-      try bus.watch(calls, "inner", reads: ["a"], writes: ["y"], flags: .notifyInitial) { n in
-        if n.changed.isEmpty { try bus.set("y", .int64(1)) }
+    try bus.watch(calls, "outer", reads: ["a"], writes: ["x"], flags: .notifyInitial) { ctx in
+      let bus = try ctx.bus()
+      guard ctx.changed.isEmpty else { return }
+      try ctx.set("x", .int64(1))
+      try bus.watch(calls, "inner", reads: ["a"], writes: ["y"], flags: .notifyInitial) { ctx in
+        if ctx.changed.isEmpty { try ctx.set("y", .int64(1)) }
       }
     }
     #expect(calls.take() == [
@@ -182,8 +185,9 @@ import Testing
     let bus = Bus()
     let calls = Calls()
     let refused = Box<OrdoError?>(nil)
-    try bus.watch(calls, "root", reads: ["ui.mode"], priority: 1) { n in
-      guard n.transaction == 1 else { return }
+    try bus.watch(calls, "root", reads: ["ui.mode"], priority: 1) { ctx in
+      let bus = try ctx.bus()
+      guard ctx.transaction == 1 else { return }
       try bus.watch(calls, "child", reads: ["ui.child"], priority: 2, flags: .notifyInitial)
       do {
         try bus.watch(calls, "past", reads: ["ui.child"], priority: 0, flags: .notifyInitial)
@@ -205,8 +209,9 @@ import Testing
     let bus = Bus()
     let calls = Calls()
     let ids = Box<[String: ContractID]>([:])
-    let once = try bus.watch(calls, "once", reads: ["k"], priority: 1) { n in
-      try bus.unregister(n.contract)
+    let once = try bus.watch(calls, "once", reads: ["k"], priority: 1) { ctx in
+      let bus = try ctx.bus()
+      try bus.unregister(ctx.contract)
       if let v = ids.value["victim"] { try bus.unregister(v) }
     }
     ids.value["victim"] = try bus.watch(calls, "victim", reads: ["k"], priority: 2).id
@@ -224,11 +229,11 @@ import Testing
     let reads = Box<[Value?]>([])
     let writeRefused = Box<OrdoError.Code?>(nil)
     try bus.commitWith { try bus.set("private", .int64(7)) }
-    try bus.watch(calls, "autosave", reads: []) { _ in
-      reads.value = [try bus.value("private"), try bus.value("doc")]
-      writeRefused.value = codeOf { try bus.set("saved", .bool(true)) }
+    try bus.watch(calls, "autosave", reads: []) { ctx in
+      reads.value = [try ctx.value("private"), try ctx.value("doc")]
+      writeRefused.value = codeOf { try ctx.set("saved", .bool(true)) }
     }
-    try bus.watch(calls, "view", reads: ["doc"], writes: ["ui.x"], priority: 1) { _ in try bus.set("ui.x", .int64(1)) }
+    try bus.watch(calls, "view", reads: ["doc"], writes: ["ui.x"], priority: 1) { ctx in try ctx.set("ui.x", .int64(1)) }
     try bus.watch(calls, "undo", reads: [])
     try bus.commitWith {
       try bus.set("doc", .int64(1))
@@ -247,17 +252,18 @@ import Testing
   @Test func callbacksMayCallBackIntoTheBus() throws {
     let bus = Bus()
     let calls = Calls()
-    try bus.watch(calls, "busy", reads: ["k"], writes: ["out"]) { _ in
+    try bus.watch(calls, "busy", reads: ["k"], writes: ["out"]) { ctx in
+      let bus = try ctx.bus()
       _ = bus.contracts()
       _ = bus.graph()
       _ = bus.statistics
       _ = bus.transactionID
       let h = try bus.register(name: "temp", reads: ["zzz"]) { _ in }
       try h.unregister()
-      try bus.set("out", .int64(1))
+      try ctx.set("out", .int64(1))
     }
     try bus.commitWith { try bus.set("k", .int64(1)) }
     #expect(calls.takeNames() == ["busy"])
-    #expect(try bus.get("out") == .int64(1))
+    #expect(try bus.value("out") == .int64(1))
   }
 }

@@ -39,15 +39,16 @@ final class Calls: @unchecked Sendable {
 }
 
 extension Bus {
-  /// Registers a contract that records each call in `calls`, then runs `body`.
+  /// Registers a contract that records each call in `calls`, then runs `body`
+  /// with the call's context (so that it need not capture the bus).
   @discardableResult
   func watch(
     _ calls: Calls, _ name: String, reads: [String], writes: [String] = [], priority: Int32? = nil,
-    flags: ContractFlags = [], _ body: @escaping @Sendable (ContractNotification) throws -> Void = { _ in }
+    flags: ContractFlags = [], _ body: @escaping ContractBody = { _ in }
   ) throws -> ContractHandle {
-    try register(name: name, reads: reads, writes: writes, priority: priority, flags: flags) { note in
-      calls.add(name, note)
-      try body(note)
+    try register(name: name, reads: reads, writes: writes, priority: priority, flags: flags) { (ctx: ContractContext) in
+      calls.add(name, ctx.notification)
+      try body(ctx)
     }
   }
 

@@ -23,23 +23,23 @@ import Testing
     let everyCalls = Box<Int>(0)
     let perThreadCalls = Box<[Int]>(Array(repeating: 0, count: Self.threads))
 
-    try bus.register(name: "watch", reads: ["n", "t.*"], writes: ["last"]) { note in
-      if inPass.mutate({ old in defer { old = true }; return old }) { problem("passes interleaved at \(note.transaction)") }
+    try bus.register(name: "watch", reads: ["n", "t.*"], writes: ["last"]) { ctx in
+      if inPass.mutate({ old in defer { old = true }; return old }) { problem("passes interleaved at \(ctx.transaction)") }
       defer { inPass.value = false }
-      txns.mutate { $0.append(note.transaction) }
+      txns.mutate { $0.append(ctx.transaction) }
       // Every transaction increments n, so n is the transaction id.
-      let n = try bus.value("n")
-      if n != .int64(Int64(note.transaction)) { problem("txn \(note.transaction) saw n = \(String(describing: n))") }
-      let changed = Set(note.changed)
+      let n = try ctx.value("n")
+      if n != .int64(Int64(ctx.transaction)) { problem("txn \(ctx.transaction) saw n = \(String(describing: n))") }
+      let changed = Set(ctx.changed)
       guard changed.count == 2, changed.contains("n"), let t = changed.first(where: { $0.hasPrefix("t.") }),
         let i = Int(t.dropFirst(2))
       else {
-        problem("txn \(note.transaction) changed \(note.changed)")
+        problem("txn \(ctx.transaction) changed \(ctx.changed)")
         return
       }
       perThreadCalls.mutate { $0[i] += 1 }
-      if try bus.value(t) != .int64(Int64(perThreadCalls.value[i])) { problem("txn \(note.transaction): \(t) is not its count") }
-      try bus.set("last", .int64(Int64(i)))
+      if try ctx.value(t) != .int64(Int64(perThreadCalls.value[i])) { problem("txn \(ctx.transaction): \(t) is not its count") }
+      try ctx.set("last", .int64(Int64(i)))
     }
     try bus.register(name: "after", reads: ["last"]) { note in
       if note.changed.isEmpty { problem("after called without change") }
@@ -86,10 +86,10 @@ import Testing
     #expect(txns.value == Array(1...UInt64(total)))
     #expect(everyCalls.value == total)
     #expect(perThreadCalls.value == Array(repeating: Self.perThread, count: Self.threads))
-    #expect(try bus.get("n") == .int64(Int64(total)))
+    #expect(try bus.value("n") == .int64(Int64(total)))
     #expect(try bus.counter("n") == UInt64(total))
     for i in 0..<Self.threads {
-      #expect(try bus.get("t.\(i)") == .int64(Int64(Self.perThread)))
+      #expect(try bus.value("t.\(i)") == .int64(Int64(Self.perThread)))
       #expect(try bus.counter("t.\(i)") == UInt64(Self.perThread))
     }
     #expect(bus.transactionID == UInt64(total))

@@ -52,7 +52,7 @@ struct Boom: Error, CustomStringConvertible {
     expectError(.noTransaction) { try bus.commit() }
     expectError(.noTransaction) { try bus.rollback() }
     #expect(calls.all.isEmpty)
-    #expect(try bus.get("a") == .int64(1))
+    #expect(try bus.value("a") == .int64(1))
     #expect(try bus.value("b") == nil)
     #expect(try bus.counter("a") == 1)
     #expect(try bus.counter("c") == 0)
@@ -64,8 +64,8 @@ struct Boom: Error, CustomStringConvertible {
   @Test func transactionClosureCommits() throws {
     let bus = Bus()
     #expect(try bus.transaction { try bus.set("k", .int64(1)) } == 1)
-    #expect(try bus.transaction {} == 0)
-    #expect(try bus.get("k") == .int64(1))
+    #expect(bus.transaction {} == 0)  // a body that cannot throw: nor can the transaction
+    #expect(try bus.value("k") == .int64(1))
   }
 
   @Test func transactionClosureRollsBackOnThrow() throws {
@@ -81,7 +81,7 @@ struct Boom: Error, CustomStringConvertible {
         throw Boom()
       }
     }
-    #expect(try bus.get("k") == .int64(1))
+    #expect(try bus.value("k") == .int64(1))
     #expect(try bus.value("j") == nil)
     #expect(calls.all.isEmpty)
     #expect(bus.statistics.rollbacks == 1)
@@ -111,17 +111,18 @@ struct Boom: Error, CustomStringConvertible {
     let bus = Bus()
     let calls = Calls()
     let results = Box<[String]>([])
-    try bus.watch(calls, "compute", reads: ["in"], writes: ["out", "tmp"], priority: -1) { _ in
+    try bus.watch(calls, "compute", reads: ["in"], writes: ["out", "tmp"], priority: -1) { ctx in
+      let bus = try ctx.bus()
       let refused = codeOf { try bus.rollback() }
       bus.begin()
-      try bus.set("out", .int64(1))
+      try ctx.set("out", .int64(1))
       let inner = try bus.commit()
       let extra = codeOf { try bus.commit() }
       // transaction {} in a callback: a throw cannot undo the pass; its
       // writes stay.
       let thrown = codeOf {
         try bus.transaction {
-          try bus.set("tmp", .int64(1))
+          try ctx.set("tmp", .int64(1))
           throw OrdoError(.internal, "x")
         }
       }
@@ -132,7 +133,7 @@ struct Boom: Error, CustomStringConvertible {
     #expect(results.value == ["INVALID_ARGUMENT", "0", "NO_TRANSACTION", "INTERNAL"])
     #expect(calls.take() == [Call(name: "compute", changed: ["in"], txn: 1), Call(name: "content", changed: ["out"], txn: 1)])
     #expect(try bus.counter("out") == 1)
-    #expect(try bus.get("tmp") == .int64(1))
+    #expect(try bus.value("tmp") == .int64(1))
   }
 
   @Test func aTransactionBelongsToTheThreadThatBeganIt() throws {
@@ -170,7 +171,7 @@ struct Boom: Error, CustomStringConvertible {
     #expect(try bus.commit() == 1)
     finished.wait()
     #expect(log.value == ["main commits", "other began"])
-    #expect(try bus.get("k") == .int64(2))
+    #expect(try bus.value("k") == .int64(2))
     #expect(bus.transactionID == 2)
   }
 
@@ -187,7 +188,7 @@ struct Boom: Error, CustomStringConvertible {
     try bus.rollback()
     #expect(!bus.isInTransaction)
     let seen = Flag()
-    try bus.register(name: "c", reads: ["a"]) { _ in seen.set(bus.isInTransaction) }
+    try bus.register(name: "c", reads: ["a"]) { ctx in let bus = try ctx.bus(); seen.set(bus.isInTransaction) }
     try bus.transaction { try bus.set("a", .int64(1)) }
     #expect(seen.value == true)
   }

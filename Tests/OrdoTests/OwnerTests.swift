@@ -1,0 +1,97 @@
+import Foundation
+import Testing
+
+@testable import Ordo
+
+/// An owner of contracts, as a view controller is.
+final class Owner: Sendable {
+  let name: String
+  let calls = Box<Int>(0)
+  init(_ name: String) { self.name = name }
+}
+
+@Suite struct OwnerTests {
+  @Test func theContractIsCalledWithItsOwnerWhileItLives() throws {
+    let bus = Bus()
+    let owner = Owner("view")
+    try bus.register(owner: owner, name: "view", reads: ["doc.title"]) { owner, ctx in
+      owner.calls.value += 1
+      #expect(owner.name == "view" && ctx.changed == ["doc.title"])
+    }
+    try bus.transaction { try bus.set("doc.title", .string("a")) }
+    #expect(owner.calls.value == 1)
+  }
+
+  @Test func aDeallocatedOwnersContractIsNotCalledAndIsRemoved() throws {
+    let bus = Bus()
+    var owner: Owner? = Owner("view")
+    weak let gone = owner
+    let calls = Box<Int>(0)
+    try bus.register(owner: owner!, name: "view", reads: ["doc.title"]) { _, _ in calls.value += 1 }
+    try bus.transaction { try bus.set("doc.title", .string("a")) }
+    #expect(calls.value == 1)
+    owner = nil
+    #expect(gone == nil, "the bus keeps no strong reference to the owner")
+    #expect(bus.contracts().map(\.name) == ["view"])
+    try bus.transaction { try bus.set("doc.title", .string("b")) }
+    #expect(calls.value == 1)
+    #expect(bus.contracts().isEmpty)
+    #expect(bus.statistics.failures == 0)
+  }
+
+  @Test func anOwnerReleasedDuringAPassIsNotCalledLaterInIt() throws {
+    let bus = Bus()
+    let holder = Box<Owner?>(Owner("late"))
+    let log = Box<[String]>([])
+    try bus.register(name: "early", reads: ["a"], priority: -1) { _ in
+      log.value.append("early")
+      holder.value = nil  // the last strong reference goes, mid-pass
+    }
+    try bus.register(owner: holder.value!, name: "late", reads: ["a"]) { _, _ in log.value.append("late") }
+    try bus.register(name: "after", reads: ["a"]) { _ in log.value.append("after") }
+    try bus.transaction { try bus.set("a", .int64(1)) }
+    #expect(log.value == ["early", "after"])
+    #expect(bus.contracts().map(\.name) == ["early", "after"])
+  }
+
+  @Test func theNextOwnerBoundRegistrationSweepsDeadOwners() throws {
+    let bus = Bus()
+    var first: Owner? = Owner("a")
+    try bus.register(owner: first!, name: "a", reads: ["x"]) { _, _ in }
+    try bus.register(owner: first!, name: "b", reads: ["y"]) { _, _ in }
+    first = nil
+    #expect(bus.contracts().count == 2)
+    let second = Owner("c")
+    try bus.register(owner: second, name: "c", reads: ["x"]) { _, _ in }
+    #expect(bus.contracts().map(\.name) == ["c"])
+    #expect(bus.removeContractsOfDeallocatedOwners() == 0)
+    withExtendedLifetime(second) {}
+  }
+
+  @Test func anOwnerBoundContractCanUnregisterAndWriteThroughItsContext() throws {
+    let bus = Bus()
+    let owner = Owner("o")
+    try bus.register(owner: owner, name: "once", reads: ["a"], writes: ["b"]) { owner, ctx in
+      owner.calls.value += 1
+      try ctx.set("b", .int64(1))
+      try ctx.unregister()
+    }
+    try bus.transaction { try bus.set("a", .int64(1)) }
+    try bus.transaction { try bus.set("a", .int64(2)) }
+    #expect(owner.calls.value == 1)
+    #expect(try bus.value("b") == .int64(1))
+    #expect(bus.contracts().isEmpty)
+    #expect(bus.removeContractsOfDeallocatedOwners() == 0)
+  }
+
+  @Test func anInitialCallWithADeadOwnerCannotHappen() throws {
+    // The owner is alive during registration: the initial call sees it.
+    let bus = Bus()
+    let owner = Owner("o")
+    try bus.register(owner: owner, name: "init", reads: ["a"], flags: .notifyInitial) { owner, ctx in
+      owner.calls.value += 1
+      #expect(ctx.isInitial)
+    }
+    #expect(owner.calls.value == 1)
+  }
+}
