@@ -72,7 +72,7 @@ import Testing
     let secret = try bus.resolve("secret")
     let codes = Box<[OrdoError.Code?]>([])
     try bus.register(name: "early", reads: ["in", "st.able"], priority: -3) { _ in }
-    try bus.register(name: "writer", reads: ["in"], writes: ["out.*", "st.*"], priority: 1) { _ in
+    try bus.register(name: "writer", reads: ["in"], writes: ["out.*", "st.*"], priority: 1) { [unowned bus] _ in
       codes.value.append(codeOf { try bus.set(out, .int64(42)) })
       codes.value.append(codeOf { try bus.set(secret, .int64(1)) })
       codes.value.append(codeOf { try bus.set(stable, .int64(1)) })
@@ -169,7 +169,7 @@ import Testing
   @Test func changesInACallbackObeyTheReadSet() throws {
     let bus = Bus()
     let codes = Box<[OrdoError.Code?]>([])
-    try bus.register(name: "c", reads: ["doc.**"]) { _ in
+    try bus.register(name: "c", reads: ["doc.**"]) { [unowned bus] _ in
       codes.value.append(codeOf { _ = try bus.changes(since: 0, ["doc.a"]) })
       codes.value.append(codeOf { _ = try bus.changes(since: 0, ["**"]) })
     }

@@ -9,14 +9,14 @@ import Testing
     let traces = Box<[PassTrace]>([])
     bus.onTrace { t in traces.mutate { $0.append(t) } }
     struct Boom: Error {}
-    try bus.register(name: "norm", reads: ["doc.title"], writes: ["doc.title", "doc.*"], priority: -3) { _ in
+    try bus.register(name: "norm", reads: ["doc.title"], writes: ["doc.title", "doc.*"], priority: -3) { [unowned bus] _ in
       try bus.set("doc.title", .string("old"))  // writes it back: "view" has nothing left
       _ = try? bus.set("elsewhere", .int64(1))  // refused
     }
     try bus.register(name: "view", reads: ["doc.title"]) { _ in }
     try bus.register(name: "bad", reads: ["doc.count"]) { _ in throw Boom() }
-    let gone = try bus.register(name: "gone", reads: ["doc.count"]) { _ in }
-    try bus.register(name: "remover", reads: ["doc.count"], priority: -1) { _ in try gone.unregister() }
+    let gone = try bus.register(name: "gone", reads: ["doc.count"]) { _ in }.id
+    try bus.register(name: "remover", reads: ["doc.count"], priority: -1) { [unowned bus] _ in try bus.unregister(gone) }
     try bus.register(name: "log", reads: []) { _ in }
     try bus.commitWith { try bus.set("doc.title", .string("old")) }
     traces.value = []
@@ -60,7 +60,7 @@ import Testing
     let traces = Box<[PassTrace]>([])
     bus.onTrace { t in traces.mutate { $0.append(t) } }
     try bus.register(name: "reader", reads: ["k"]) { _ in }
-    try bus.register(name: "init", reads: ["x"], writes: ["k"], flags: .notifyInitial) { _ in try bus.set("k", .int64(1)) }
+    try bus.register(name: "init", reads: ["x"], writes: ["k"], flags: .notifyInitial) { [unowned bus] _ in try bus.set("k", .int64(1)) }
     try bus.register(name: "quiet", reads: ["y"], flags: .notifyInitial) { _ in }
     #expect(traces.value.count == 2)
     #expect(traces.value[0].steps.map(\.name) == ["init", "reader"])
