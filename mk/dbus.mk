@@ -12,6 +12,8 @@ TEST_TARGETS += test-dbus
 # setpriv (util-linux) runs the policy tests' client as nobody, with the
 # system python3 (it cannot read root's own Python).
 DBUS_TEST_PACKAGES := dbus-daemon dbus-bin libglib2.0-bin systemd python3 util-linux
+# ordoctl graph --svg/--png runs Graphviz's dot (test_devtools.py).
+DBUS_TEST_PACKAGES += graphviz
 
 .PHONY: run-ordod test-dbus dbus-introspection
 
@@ -27,6 +29,7 @@ test-dbus: build
 	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 300 python3 Tests/DBus/test_liveness.py
 	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 300 python3 Tests/DBus/test_policy.py
 	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 300 python3 Tests/DBus/test_resync.py
+	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 300 python3 Tests/DBus/test_devtools.py
 
 # Regenerates the embedded copy of docs/dev.ordo.Bus1.xml after editing it.
 dbus-introspection:
