@@ -15,6 +15,8 @@ TEST_TARGETS += test-dbus
 # mount (package mount) mounts the durable tests' tmpfs; setpriv (util-linux) runs the policy tests' client as nobody, with the
 # system python3 (it cannot read root's own Python).
 DBUS_TEST_PACKAGES := dbus-daemon dbus-bin libglib2.0-bin systemd python3 util-linux mount
+# ordoctl graph --svg/--png runs Graphviz's dot (test_devtools.py).
+DBUS_TEST_PACKAGES += graphviz
 
 .PHONY: run-ordod test-dbus test-durable dbus-introspection
 
@@ -31,6 +33,7 @@ test-dbus: build
 	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 300 python3 Tests/DBus/test_policy.py
 	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 300 python3 Tests/DBus/test_resync.py
 	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 600 python3 Tests/DBus/test_durable.py
+	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 300 python3 Tests/DBus/test_devtools.py
 
 # The durable ordod alone (also part of test-dbus): kill -9 rounds, a full
 # tmpfs, read-only mounts (root), refused state files. SPEC §11.

@@ -47,6 +47,37 @@ public struct RemoteNotification: Sendable, Hashable {
 /// The writes a remote writer contract answers its `Notify` with (its
 /// `Complete`): applied all or nothing, sets, then touches, then removes
 /// (`k.**` removes the tree).
+/// One step of a ``RemoteTrace``: a scheduled contract and what happened
+/// to it (the `Trace` signal's step dictionary, docs/dbus.md).
+public struct RemoteTraceStep: Sendable, Hashable {
+  /// Its object path.
+  public var contract: String
+  public var name: String
+  /// The transaction its callback received.
+  public var transaction: UInt64
+  /// `called`, `failed`, `unchanged` or `unregistered`.
+  public var outcome: String
+  public var initial: Bool
+  /// The keypaths that scheduled it.
+  public var because: [String]
+  public var writes: [String]
+  /// Refused writes, `KEYPATH: CODE: message`.
+  public var refused: [String]
+  public var failure: String?
+  public var durationNS: UInt64
+  /// The keypath lists were left out (the trace was over max-message-bytes).
+  public var truncated: Bool
+}
+
+/// One pass as a `Trace` signal reports it (see `SubscribeTrace` in docs/dbus.md).
+public struct RemoteTrace: Sendable, Hashable {
+  public var transaction: UInt64
+  public var committed: Bool
+  public var changed: [String]
+  public var steps: [RemoteTraceStep]
+  public var durationNS: UInt64
+}
+
 public struct RemoteWrites: Sendable, Hashable {
   public var set: [String: Value]
   public var touch: [String]
@@ -98,6 +129,7 @@ public final class OrdoClient {
   public var timeoutMs: Int32
   private var callbacks: [String: (RemoteNotification) -> Void] = [:]
   private var writers: [String: (RemoteNotification) -> RemoteWrites] = [:]
+  private var traceCallback: ((RemoteTrace) -> Void)?
   /// Told when the bus refuses a writer's `Complete` (a rule broken, a
   /// timeout passed: `dev.ordo.Error.Stale` …): the contract path, the txn
   /// and the error. None of that `Complete`'s writes was applied.
@@ -287,6 +319,21 @@ public final class OrdoClient {
 
   /// Commits one transaction: sets, then touches, then removes (`k.**`
   /// removes the tree). Returns its id, 0 if nothing changed.
+  /// Asks the service for a `Trace` signal per pass touching `patterns`
+  /// (`SubscribeTrace`); ``process(timeoutMs:)`` calls `callback` with each,
+  /// taken only from the service's current owner.
+  public func subscribeTrace(_ patterns: [String], _ callback: @escaping (RemoteTrace) -> Void) throws(OrdoRemoteError) {
+    followOwner()
+    _ = try call("SubscribeTrace") { $0.stringArray(patterns) }
+    traceCallback = callback
+  }
+
+  /// Stops the `Trace` signals (`UnsubscribeTrace`).
+  public func unsubscribeTrace() throws(OrdoRemoteError) {
+    _ = try call("UnsubscribeTrace") { _ in }
+    traceCallback = nil
+  }
+
   @discardableResult
   public func commit(set: [(String, Value)] = [], touch: [String] = [], remove: [String] = []) throws(OrdoRemoteError) -> UInt64 {
     let r = try call("Commit") { w in
@@ -472,6 +519,32 @@ public final class OrdoClient {
 
   // MARK: Notifications
 
+  /// Decodes a `Trace(t b as aa{sv} t)` signal; nil when it is malformed.
+  static func trace(_ m: DBusMessageRef) -> RemoteTrace? {
+    guard m.signature == "tbasaa{sv}t" else { return nil }
+    var r = m.reader()
+    let txn = r.uint64()
+    let committed = ordo_iter_get_bool(&r.iter) != 0
+    r.next()
+    guard let changed = try? r.stringArray("changed", limit: Int.max) else { return nil }
+    var a = r.recurse()
+    r.next()
+    var steps: [RemoteTraceStep] = []
+    while !a.atEnd {
+      let f = Dictionary(fields(&a), uniquingKeysWith: { x, _ in x })
+      func str(_ k: String) -> String? { if case .string(let s) = f[k] { s } else { nil } }
+      func list(_ k: String) -> [String] { if case .strings(let s) = f[k] { s } else { [] } }
+      func num(_ k: String) -> UInt64 { if case .uint(let x) = f[k] { x } else { 0 } }
+      func flag(_ k: String) -> Bool { if case .bool(let b) = f[k] { b } else { false } }
+      steps.append(
+        RemoteTraceStep(
+          contract: str("contract") ?? "", name: str("name") ?? "", transaction: num("txn"), outcome: str("outcome") ?? "",
+          initial: flag("initial"), because: list("because"), writes: list("writes"), refused: list("refused"),
+          failure: str("failure"), durationNS: num("duration-ns"), truncated: flag("truncated")))
+    }
+    return RemoteTrace(transaction: txn, committed: committed, changed: changed, steps: steps, durationNS: r.uint64())
+  }
+
   /// Waits up to `timeoutMs` (-1: forever) for incoming signals and calls
   /// the callbacks of the `Notify` signals received. Returns false once the
   /// connection is closed.
@@ -502,15 +575,23 @@ public final class OrdoClient {
           let owner = new.isEmpty ? nil : new
           if owner != serviceOwner {
             serviceOwner = owner
-            // The old owner's contracts went with it.
+            // The old owner's contracts (and trace subscription) went with it.
             callbacks.removeAll()
             writers.removeAll()
+            traceCallback = nil
             if let cb = onOwnerChange {
               cb(owner)
               any = true
             }
           }
         }
+        continue
+      }
+      if m.member == "Trace", m.interface == ordoInterface, let cb = traceCallback, let owner = serviceOwner, m.sender == owner,
+        m.path == ordoObjectPath, let t = Self.trace(m)
+      {
+        cb(t)
+        any = true
         continue
       }
       // Only the service's current owner sends real Notify signals.

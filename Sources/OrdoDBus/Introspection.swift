@@ -78,6 +78,30 @@ public let introspectionXML: String = #"""
     <method name="Stats">
       <arg name="stats" type="a{sv}" direction="out"/>
     </method>
+    <!-- Pass traces (docs/devtools.md): from now on the caller receives a
+         Trace signal for each pass in which a changed keypath, or a step's
+         because, writes or refused writes, matches one of "patterns" (a new
+         call replaces them; "**" for every pass). Under a policy it sees
+         only keypaths it may read, and only steps with such a keypath.
+         Ends with UnsubscribeTrace or when the caller leaves the bus. -->
+    <method name="SubscribeTrace">
+      <arg name="patterns" type="as" direction="in"/>
+    </method>
+    <method name="UnsubscribeTrace"/>
+    <!-- One notification pass, sent unicast to trace subscribers after the
+         pass (after its Notify signals). Each step, in pass order: contract
+         (o), name (s), txn (t), outcome (s: called, failed, unchanged,
+         unregistered), initial (b), because (as), writes (as), refused (as,
+         "KEYPATH: CODE: message"), failure (s, when failed), duration-ns
+         (t), truncated (b, only when the keypath lists were left out to
+         stay under max-message-bytes). -->
+    <signal name="Trace">
+      <arg name="txn" type="t"/>
+      <arg name="committed" type="b"/>
+      <arg name="changed" type="as"/>
+      <arg name="steps" type="aa{sv}"/>
+      <arg name="duration_ns" type="t"/>
+    </signal>
     <!-- Sent unicast to the contract's owner, at most once per contract per
          transaction, in pass order. -->
     <signal name="Notify">

@@ -176,6 +176,9 @@ public final class DBusService: @unchecked Sendable {
       }
     }
   }
+  /// The peers subscribed to pass traces (`SubscribeTrace`); the bus's
+  /// trace hook is installed only while there is one.
+  private let traces = TraceSubscribers()
 
   /// Connects to `address` (nil: the session bus; `systemBus`: the system
   /// bus), owns `name` and starts answering on the thread that then calls
@@ -290,6 +293,10 @@ public final class DBusService: @unchecked Sendable {
     // What is held is made durable and sent (or refused) before the end.
     releaseHeld()
     closed = true
+    if traces.count > 0 {
+      traces.removeAll()
+      bus.onTrace(nil)
+    }
     for id in remote.byID.keys.sorted() { try? bus.unregister(id) }
     remote.removeAll()
     for d in deferred {
@@ -374,6 +381,8 @@ public final class DBusService: @unchecked Sendable {
     Method(ordoInterface, "Contracts", "") { s, c throws(OrdoServiceError) in try s.contractsReply(c.m) },
     Method(ordoInterface, "Graph", "") { s, c throws(OrdoServiceError) in try s.graphReply(c.m) },
     Method(ordoInterface, "Stats", "") { s, c in c.m.methodReturn { w in w.dict { s.writeStats(&$0) } } },
+    Method(ordoInterface, "SubscribeTrace", "as", right: .read) { s, c throws(OrdoServiceError) in try s.subscribeTrace(c) },
+    Method(ordoInterface, "UnsubscribeTrace", "") { s, c in s.unsubscribeTrace(c) },
     Method(introspectable, "Introspect", "") { _, c in c.m.methodReturn { $0.string(introspectionXML) } },
     Method(properties, "Get", "ss", label: "Properties.Get") { s, c throws(OrdoServiceError) in try s.propertyGet(c.m) },
     Method(properties, "GetAll", "s", label: "Properties.GetAll") { s, c throws(OrdoServiceError) in try s.propertyGetAll(c.m) },
@@ -978,6 +987,8 @@ public final class DBusService: @unchecked Sendable {
             d.entry("position", uint32: UInt32(clamping: c.position))
             d.entry("failures", uint64: c.failures)
             d.entry("last-txn", uint64: c.lastTransaction)
+            d.entry("unused-reads", strings: c.unusedReads)
+            d.entry("unused-writes", strings: c.unusedWrites)
             if let record, let t = record.timeoutMs {
               d.entry("timeout-ms", uint32: t)
               d.entry("suspended", bool: record.isSuspended)
@@ -1019,6 +1030,9 @@ public final class DBusService: @unchecked Sendable {
     d.entry("sync-failures", uint64: syncFailures)
     d.entry("storage-errors", uint64: storageErrors)
     d.entry("notify-lost", uint64: notifyLost.load(ordering: .relaxed))
+    d.entry("trace-subscribers", uint64: UInt64(traces.count))
+    d.entry("trace-sent", uint64: traces.sent.load(ordering: .relaxed))
+    d.entry("trace-truncated", uint64: traces.truncated.load(ordering: .relaxed))
   }
 
   private func propertyInterface(_ r: inout MessageReader) throws(OrdoServiceError) {
@@ -1062,12 +1076,77 @@ public final class DBusService: @unchecked Sendable {
     }
   }
 
+  // MARK: - Pass traces (docs/devtools.md)
+
+  /// `SubscribeTrace(as patterns)`: from now on the caller is sent a
+  /// `Trace` signal for every pass with a keypath matching one of
+  /// `patterns` (a new call replaces them), filtered to what it may read.
+  private func subscribeTrace(_ c: Call) throws(OrdoServiceError) -> DBusMessageRef? {
+    var r = c.m.reader()
+    let texts = try r.stringArray("patterns", limit: limits.maxKeypathsPerCall)
+    guard !texts.isEmpty else {
+      throw .ordo(OrdoError(.invalidArgument, "SubscribeTrace: no pattern; pass \"**\" for every pass"))
+    }
+    guard texts.count <= TraceSubscribers.maxPatterns else {
+      throw .ordo(OrdoError(.limit, "SubscribeTrace: \(texts.count) patterns, more than \(TraceSubscribers.maxPatterns)"))
+    }
+    var patterns: [Pattern] = []
+    for p in texts {
+      do { patterns.append(try Pattern(p)) } catch { throw .ordo(error) }
+    }
+    // Its identity, for the read filter, even when no policy is in force
+    // yet (one may be loaded later).
+    let identity = c.access.peer ?? (try? self.identity(of: c.sender))
+    guard let before = traces.set(c.sender, .init(patterns: patterns, identity: identity)) else {
+      throw .ordo(OrdoError(.limit, "SubscribeTrace: \(TraceSubscribers.maxSubscribers) peers already receive traces"))
+    }
+    if before == 0 {
+      bus.onTrace { [weak self] t in self?.sendTrace(t) }
+      log(.info, "\(c.sender) subscribed to pass traces of [\(texts.joined(separator: ", "))]: tracing on")
+    } else {
+      log(.info, "\(c.sender) subscribed to pass traces of [\(texts.joined(separator: ", "))]")
+    }
+    return c.m.methodReturn { _ in }
+  }
+
+  /// `UnsubscribeTrace()`: no more `Trace` signals (nothing if none were asked for).
+  private func unsubscribeTrace(_ c: Call) -> DBusMessageRef? {
+    dropTraceSubscriber(c.sender)
+    return c.m.methodReturn { _ in }
+  }
+
+  /// Forgets `peer`'s trace subscription; the last one removes the bus's
+  /// trace hook (a pass then records nothing).
+  private func dropTraceSubscriber(_ peer: String) {
+    let (removed, left) = traces.remove(peer)
+    guard removed else { return }
+    if left == 0 { bus.onTrace(nil) }
+    log(.info, "\(peer) no longer receives pass traces\(left == 0 ? ": tracing off" : "")")
+  }
+
+  /// The bus's trace hook: sends each subscriber its view of the pass.
+  /// Runs on the committing thread, after the pass.
+  private func sendTrace(_ trace: PassTrace) {
+    let subscribers = traces.all
+    if subscribers.isEmpty { return }
+    let policy = policyOn.load(ordering: .relaxed) ? policyBox.withLock({ $0 }) : nil
+    for (peer, s) in subscribers {
+      let filter = policy.map { p in s.identity.map { p.readable(by: $0) } ?? ReadFilter(allow: [], deny: []) }
+      guard let view = TraceSubscribers.view(trace, patterns: s.patterns, filter: filter),
+        let m = traces.signal(view, to: peer, maxBytes: limits.maxMessageBytes)
+      else { continue }
+      traces.sent.add(1, ordering: .relaxed)
+      link.send(m, droppable: true)
+    }
+  }
+
   // MARK: - Peers and signals
 
   private func handleSignal(_ m: DBusMessageRef) {
     guard m.member == "NameOwnerChanged", m.signature == "sss" else { return }
     var r = m.reader()
     guard let name = try? r.string("name"), let _ = try? r.string("old"), let new = try? r.string("new") else { return }
+    if name.hasPrefix(":"), new.isEmpty { dropTraceSubscriber(name) }
     guard name.hasPrefix(":"), new.isEmpty, let peer = remote.peers[name] else { return }
     guard !peer.contracts.isEmpty else {
       // Only its identity was known: forget it.

@@ -23,8 +23,19 @@ let usage = """
     changes SINCE [PATTERN…] [--json]
                                    what changed after transaction SINCE (default **)
     snapshot [PATTERN…] [--json]   values and counters (default pattern **)
-    contracts                      the registered contracts, in pass order
-    graph                          the contract dependency graph (Graphviz DOT)
+    contracts                      the registered contracts, in pass order (with the
+                                   reads and writes they never used so far)
+    graph [--styled]               the contract dependency graph (Graphviz DOT; --styled:
+                                   with ordoctl's columns and colours)
+    graph --svg FILE | --png FILE  render it with Graphviz's dot: phases and levels left
+                                   to right, priority contracts, writers and observers apart
+    trace [PATTERN…] [--json] [--count N]
+                                   print every pass touching PATTERN (default **): its
+                                   contracts in order, each with its outcome, because,
+                                   writes, refusals and time
+    why CONTRACT                   why a contract (name, path or id) ran in the last
+                                   transaction that called it, or why it did not run in
+                                   the last transaction
     stats                          the service's counters
 
   values: TYPE:TEXT with TYPE b|bool, x|int64|int, d|double, s|string, ay|bytes (hex),
@@ -256,17 +267,19 @@ case "contracts":
       // A writer: its timeout and whether it is suspended (docs/reliability.md).
       let writer = f["timeout-ms"].map { " timeout-ms=\($0) suspended=\(f["suspended"]?.description ?? "false")" } ?? ""
       out(
-        "\(f["path"]?.description ?? "?") name=\(ValueText.json(f["name"]?.description ?? "")) kind=\(f["kind"]?.description ?? "?") \(rank) owner=\(owner.isEmpty ? "-" : owner) reads=\(f["reads"]?.description ?? "[]") writes=\(f["writes"]?.description ?? "[]") calls=\(f["calls"]?.description ?? "0")\(writer)"
+        "\(f["path"]?.description ?? "?") name=\(ValueText.json(f["name"]?.description ?? "")) kind=\(f["kind"]?.description ?? "?") \(rank) owner=\(owner.isEmpty ? "-" : owner) reads=\(f["reads"]?.description ?? "[]") writes=\(f["writes"]?.description ?? "[]") calls=\(f["calls"]?.description ?? "0")\(writer) unused-reads=\(f["unused-reads"]?.description ?? "[]") unused-writes=\(f["unused-writes"]?.description ?? "[]")"
       )
     }
   }
 
 case "graph":
-  run { () throws(OrdoRemoteError) in
-    var dot = try client.graph()
-    if dot.hasSuffix("\n") { dot.removeLast() }
-    out(dot)
-  }
+  Devtools(client: client).graphCommand(args)
+
+case "trace":
+  Devtools(client: client).traceCommand(args)
+
+case "why":
+  Devtools(client: client).whyCommand(args)
 
 case "stats":
   run { () throws(OrdoRemoteError) in

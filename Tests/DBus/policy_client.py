@@ -4,6 +4,7 @@ literal, and answers one Python literal per line on stdout:
 
   ("call", member, signature, args)  ->  ("ok", body) | ("error", name, message)
   ("notify", timeout)                ->  ("notify", body) | ("timeout",)
+  ("trace", timeout)                 ->  ("trace", body) | ("timeout",)
   ("unique",)                        ->  ("unique", name)
 
 Only jeepney is needed (copied beside this file by the test).
@@ -20,6 +21,8 @@ def main():
     conn = open_dbus_connection(sys.argv[1])
     notes = deque()
     conn.filter(MatchRule(type="signal", interface="dev.ordo.Bus1", member="Notify"), queue=notes, bufsize=1000)
+    traces = deque()
+    conn.filter(MatchRule(type="signal", interface="dev.ordo.Bus1", member="Trace"), queue=traces, bufsize=1000)
     addr = DBusAddress("/dev/ordo/Bus", bus_name="dev.ordo.Bus", interface="dev.ordo.Bus1")
     for line in sys.stdin:
         req = ast.literal_eval(line)
@@ -33,6 +36,11 @@ def main():
         elif req[0] == "notify":
             try:
                 out = ("notify", conn.recv_until_filtered(notes, timeout=req[1]).body)
+            except TimeoutError:
+                out = ("timeout",)
+        elif req[0] == "trace":
+            try:
+                out = ("trace", conn.recv_until_filtered(traces, timeout=req[1]).body)
             except TimeoutError:
                 out = ("timeout",)
         elif req[0] == "unique":

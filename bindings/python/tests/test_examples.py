@@ -35,3 +35,14 @@ def test_writer_example(env):
     assert "completed txn=1 writes={'user.name': ('s', 'ada lovelace')}" in out
     assert "committed txn=1; user.name='ada lovelace' counter=1" in out
     assert "calls=1 completed=1 refused=0" in out
+
+
+def test_devtools_example(env):
+    out = run(env, os.path.join(EXAMPLES, "ordo_devtools.py"))
+    lines = out.splitlines()
+    assert lines[0] == ("txn 1: normalize-title called because doc.title wrote doc.title, word-count called because "
+                        "doc.text wrote doc.words, window-title called because doc.title, status-line called because "
+                        "doc.title/doc.words wrote ui.status, status-bar called because ui.status, undo-log called "
+                        "because doc.title/doc.text/doc.words/ui.status")
+    assert lines[1].startswith("txn 2: word-count called because doc.text wrote doc.words, status-line called")
+    assert "status: Songs: 4 words" in lines

@@ -10,14 +10,16 @@ from .errors import (AccessDenied, ConnectionLost, ContractViolation, Cycle, DBu
                      InvalidArgument, InvalidKeypath, LibraryNotFound, Limit, NoTransaction, NotFound,
                      OrderConflict, OrdoError, Stability, Stale, Storage, Timeout, TypeMismatch)
 from .values import Value
-from .client import (Changes, Client, Entry, Notification, Position, Snapshot, Watch, Writer, Writes)
-from .native import Bus, Contract, Note, load_library
+from .client import (Changes, Client, Entry, Notification, Position, Snapshot, TraceWatch, Watch, Writer, Writes)
+from .native import Bus, Contract, Handle, Note, load_library
+from .trace import ContractInfo, Trace, TraceStep
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Client", "Entry", "Snapshot", "Changes", "Position", "Notification", "Writes", "Watch", "Writer",
-    "Bus", "Contract", "Note", "load_library", "Value",
+    "Bus", "Contract", "Handle", "Note", "load_library", "Value",
+    "Trace", "TraceStep", "TraceWatch", "ContractInfo",
     "OrdoError", "InvalidArgument", "InvalidKeypath", "TypeMismatch", "NotFound", "NoTransaction",
     "ContractViolation", "Stability", "Cycle", "OrderConflict", "DuplicateName", "Limit", "DBus", "Internal",
     "AccessDenied", "Storage", "Stale", "Timeout", "ConnectionLost", "LibraryNotFound",

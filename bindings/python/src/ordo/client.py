@@ -34,9 +34,10 @@ from jeepney.io.blocking import open_dbus_connection
 
 from .errors import (ConnectionLost, DBus, DuplicateName, InvalidArgument, NotFound, OrdoError, Timeout,
                      error_for_dbus)
+from .trace import Trace, TraceStep
 from .values import Value, from_variant, to_variant
 
-__all__ = ["Client", "Entry", "Snapshot", "Changes", "Position", "Notification", "Writes", "Watch", "Writer",
+__all__ = ["Client", "Entry", "Snapshot", "Changes", "Position", "Notification", "Writes", "Watch", "Writer", "TraceWatch",
            "NAME", "PATH", "INTERFACE"]
 
 log = logging.getLogger("ordo")
@@ -48,6 +49,7 @@ _DBUS = "org.freedesktop.DBus"
 _DBUS_PATH = "/org/freedesktop/DBus"
 _PROPS = "org.freedesktop.DBus.Properties"
 _NOTIFY_SIG = "otasa{sv}"
+_TRACE_SIG = "tbasaa{sv}t"
 
 
 class Entry(NamedTuple):
@@ -189,6 +191,7 @@ class Client:
         self._writer_lock = threading.RLock()
         self._writers: List["Writer"] = []
         self._watches: List["Watch"] = []
+        self._trace: Optional["TraceWatch"] = None
         self._writers_gen = 0
         self._closed = False
         self._names = itertools.count(1)
@@ -260,6 +263,8 @@ class Client:
         if self._closed:
             return
         self.stop()
+        if self._trace is not None:
+            self._trace.close()
         for w in list(self._watches):
             w.close()
         for w in list(self._writers):
@@ -379,6 +384,14 @@ class Client:
             if name == self.name:
                 self._set_owner(new or None)
             return
+        if iface == INTERFACE and member == "Trace":
+            if (self._owner is None or sender != self._owner or path != PATH
+                    or f.get(HeaderFields.signature) != _TRACE_SIG):
+                self.forged += 1
+                return
+            if self._trace is not None:
+                self._trace._q.append(_trace_of(msg.body))
+            return
         if iface == INTERFACE and member == "Notify":
             if (self._owner is None or sender != self._owner or path != PATH
                     or f.get(HeaderFields.signature) != _NOTIFY_SIG):
@@ -422,6 +435,8 @@ class Client:
                 w._stale = True
             for w in self._writers:
                 w.path = None
+            if self._trace is not None:
+                self._trace._stale = True
 
     def _claim(self, path: str, route) -> None:
         with self._state:
@@ -582,6 +597,18 @@ class Client:
     def unregister(self, contract: str) -> None:
         """Unregisters a contract by path (one of this connection's)."""
         self.call("Unregister", "o", contract)
+
+    def trace(self, patterns: Iterable[str] = ("**",)) -> "TraceWatch":
+        """Subscribes to pass traces (``SubscribeTrace``): a
+        :class:`TraceWatch` iterating over one :class:`ordo.Trace` per pass
+        with a keypath matching ``patterns``, filtered to what this client
+        may read. One per client: a second call replaces the patterns."""
+        pats = _strings(patterns, "patterns")
+        if self._trace is not None and not self._trace._closed:
+            self.call("SubscribeTrace", "as", pats)
+            self._trace.patterns = pats
+            return self._trace
+        return TraceWatch(self, pats)
 
     def _register(self, name: str, reads: Sequence[str], writes: Sequence[str], options: Dict[str, Any],
                   route) -> str:
@@ -945,3 +972,72 @@ class Watch:
     def __exit__(self, *exc) -> None:
         self.close()
 
+
+
+def _trace_of(body) -> Trace:
+    txn, committed, changed, steps, duration = body
+    out = []
+    for d in steps:
+        v = {k: x[1] for k, x in d.items()}
+        out.append(TraceStep(v.get("contract", ""), v.get("name", ""), v.get("txn", 0), v.get("outcome", ""),
+                             bool(v.get("initial", False)), tuple(v.get("because", ())), tuple(v.get("writes", ())),
+                             tuple(v.get("refused", ())), v.get("failure"), v.get("duration-ns", 0),
+                             bool(v.get("truncated", False))))
+    return Trace(txn, bool(committed), tuple(changed), tuple(out), duration)
+
+
+class TraceWatch:
+    """Pass traces from the service as an iterator of :class:`ordo.Trace`
+    (``SubscribeTrace``; made by :meth:`Client.trace`). Only ``Trace``
+    signals from the service's current owner are taken. ``next(timeout)``
+    raises ``TimeoutError`` when nothing came; ``close()`` (or leaving a
+    ``with`` block) calls ``UnsubscribeTrace``. When the service's owner
+    changes, the subscription is made again on the new one."""
+
+    def __init__(self, client: Client, patterns: List[str]):
+        self.client = client
+        self.patterns = patterns
+        self._q: Deque[Trace] = deque()
+        self._stale = False
+        self._closed = False
+        client.call("SubscribeTrace", "as", patterns)
+        with client._state:
+            client._trace = self
+
+    def next(self, timeout: Optional[float] = None) -> Trace:
+        if self._closed:
+            raise StopIteration
+        c = self.client
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self._stale and c._owner is not None:
+                self._stale = False
+                c.call("SubscribeTrace", "as", self.patterns)
+            t = c._wait(lambda: self._q.popleft() if self._q else (False if self._stale else None), deadline)
+            if t is not False:
+                return t
+
+    def __iter__(self) -> Iterator[Trace]:
+        return self
+
+    def __next__(self) -> Trace:
+        return self.next()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        c = self.client
+        with c._state:
+            if c._trace is self:
+                c._trace = None
+        try:
+            c.call("UnsubscribeTrace")
+        except (ConnectionLost, Timeout, DBus):
+            pass
+
+    def __enter__(self) -> "TraceWatch":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -26,9 +26,10 @@ from ctypes import (CFUNCTYPE, POINTER, Structure, byref, c_bool, c_char_p, c_do
 from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
 from .errors import InvalidArgument, LibraryNotFound, OrdoError, error_for_status
+from .trace import ContractInfo, Trace, TraceStep
 from .values import Value, check_value
 
-__all__ = ["Bus", "Contract", "Note", "load_library", "NO_PRIORITY", "NOTIFY_INITIAL"]
+__all__ = ["Bus", "Contract", "Handle", "Note", "load_library", "NO_PRIORITY", "NOTIFY_INITIAL"]
 
 log = logging.getLogger("ordo")
 
@@ -54,6 +55,36 @@ class _Spec(Structure):
                 ("priority", c_int32), ("flags", c_uint32),
                 ("callback", _CALLBACK), ("user_data", c_void_p), ("destroy", _DESTROY)]
 
+
+_STRINGS = POINTER(c_char_p)
+
+
+class _ContractInfo(Structure):
+    _fields_ = [("size", c_uint32), ("id", c_uint64), ("name", c_char_p), ("kind", c_int),
+                ("priority", c_int32), ("level", c_uint32), ("position", c_uint32),
+                ("calls", c_uint64), ("failures", c_uint64), ("last_txn", c_uint64),
+                ("reads", _STRINGS), ("n_reads", c_size_t), ("writes", _STRINGS), ("n_writes", c_size_t),
+                ("unused_reads", _STRINGS), ("n_unused_reads", c_size_t),
+                ("unused_writes", _STRINGS), ("n_unused_writes", c_size_t)]
+
+
+class _TraceStep(Structure):
+    _fields_ = [("contract", c_uint64), ("name", c_char_p), ("txn", c_uint64), ("outcome", c_int),
+                ("initial", c_bool),
+                ("because", _STRINGS), ("n_because", c_size_t),
+                ("writes", _STRINGS), ("n_writes", c_size_t),
+                ("refused", _STRINGS), ("n_refused", c_size_t),
+                ("failure", c_char_p), ("duration_ns", c_uint64)]
+
+
+class _Trace(Structure):
+    _fields_ = [("txn", c_uint64), ("committed", c_bool), ("changed", _STRINGS), ("n_changed", c_size_t),
+                ("steps", POINTER(_TraceStep)), ("n_steps", c_size_t), ("duration_ns", c_uint64)]
+
+
+_TRACE_CALLBACK = CFUNCTYPE(None, c_void_p, POINTER(_Trace), c_void_p)
+_KIND_NAMES = {1: "priority", 2: "data", 3: "every-transaction"}
+_OUTCOMES = {0: "called", 1: "failed", 2: "unchanged", 3: "unregistered"}
 
 _SIGNATURES = {
     "ordo_version": (c_char_p, []),
@@ -85,6 +116,24 @@ _SIGNATURES = {
     "ordo_register": (c_int, [c_void_p, POINTER(_Spec), POINTER(c_uint64)]),
     "ordo_unregister": (c_int, [c_void_p, c_uint64]),
     "ordo_current_contract": (c_uint64, [c_void_p]),
+    "ordo_resolve": (c_int, [c_void_p, c_char_p, POINTER(c_void_p)]),
+    "ordo_handle_keypath": (c_char_p, [c_void_p]),
+    "ordo_handle_set_bool": (c_int, [c_void_p, c_bool]),
+    "ordo_handle_set_int64": (c_int, [c_void_p, c_int64]),
+    "ordo_handle_set_double": (c_int, [c_void_p, c_double]),
+    "ordo_handle_set_string": (c_int, [c_void_p, c_char_p]),
+    "ordo_handle_set_bytes": (c_int, [c_void_p, c_void_p, c_size_t]),
+    "ordo_handle_touch": (c_int, [c_void_p]),
+    "ordo_handle_remove": (c_int, [c_void_p]),
+    "ordo_handle_get_type": (c_int, [c_void_p, POINTER(c_int)]),
+    "ordo_handle_get_bool": (c_int, [c_void_p, POINTER(c_bool)]),
+    "ordo_handle_get_int64": (c_int, [c_void_p, POINTER(c_int64)]),
+    "ordo_handle_get_double": (c_int, [c_void_p, POINTER(c_double)]),
+    "ordo_handle_get_string": (c_int, [c_void_p, POINTER(c_void_p)]),
+    "ordo_handle_get_bytes": (c_int, [c_void_p, POINTER(c_void_p), POINTER(c_size_t)]),
+    "ordo_handle_get_counter": (c_int, [c_void_p, POINTER(c_uint64)]),
+    "ordo_get_contract_info": (c_int, [c_void_p, c_uint64, POINTER(POINTER(_ContractInfo))]),
+    "ordo_set_trace": (c_int, [c_void_p, _TRACE_CALLBACK, c_void_p]),
     "ordo_dbus_publish": (c_int, [c_void_p, c_char_p, c_char_p]),
     "ordo_dbus_fd": (c_int, [c_void_p]),
     "ordo_dbus_dispatch": (c_int, [c_void_p, c_int]),
@@ -219,6 +268,106 @@ def _array(items: Iterable[str], what: str):
     return arr, len(enc)
 
 
+def _strings(arr, n: int) -> Tuple[str, ...]:
+    return tuple(arr[i].decode("utf-8", "surrogateescape") for i in range(n))
+
+
+class Handle:
+    """A keypath resolved once (``ordo_resolve``): reads and writes through
+    it skip parsing and lookup, with the same rules as the keypath functions.
+    The bus owns it; it is valid while the bus is open (resolving the same
+    keypath again gives the same handle)."""
+
+    __slots__ = ("bus", "_h", "keypath")
+
+    def __init__(self, bus: "Bus", h: int, keypath: str):
+        self.bus = bus
+        self._h = h
+        self.keypath = keypath
+
+    def _ptr(self) -> int:
+        self.bus._bus()  # InvalidArgument once the bus is closed
+        return self._h
+
+    def set(self, value: Value) -> None:
+        """Sets its value (bool, int, float, str or bytes) in the open transaction."""
+        v = check_value(value, self.keypath)
+        lib, h = self.bus._lib, self._ptr()
+        if isinstance(v, bool):
+            st = lib.ordo_handle_set_bool(h, v)
+        elif isinstance(v, int):
+            st = lib.ordo_handle_set_int64(h, v)
+        elif isinstance(v, float):
+            st = lib.ordo_handle_set_double(h, v)
+        elif isinstance(v, str):
+            st = lib.ordo_handle_set_string(h, _encode(v, f"value of {self.keypath!r}"))
+        else:
+            st = lib.ordo_handle_set_bytes(h, v if v else None, len(v))
+        self.bus._check(st)
+
+    def touch(self) -> None:
+        self.bus._check(self.bus._lib.ordo_handle_touch(self._ptr()))
+
+    def remove(self) -> None:
+        self.bus._check(self.bus._lib.ordo_handle_remove(self._ptr()))
+
+    def type_of(self) -> str:
+        t = c_int(0)
+        self.bus._check(self.bus._lib.ordo_handle_get_type(self._ptr(), byref(t)))
+        return _TYPES[t.value]
+
+    def get(self, type: Optional[type] = None) -> Value:
+        """As :meth:`Bus.get` for its keypath."""
+        lib, h = self.bus._lib, self._ptr()
+        if type is None:
+            kind = self.type_of()
+        else:
+            kind = _KINDS.get(type)
+            if kind is None:
+                raise InvalidArgument(f"type: one of bool, int, float, str, bytes, not {type!r}")
+        check = self.bus._check
+        if kind == "bool":
+            out_b = c_bool()
+            check(lib.ordo_handle_get_bool(h, byref(out_b)))
+            return out_b.value
+        if kind == "int64":
+            out_i = c_int64()
+            check(lib.ordo_handle_get_int64(h, byref(out_i)))
+            return out_i.value
+        if kind == "double":
+            out_d = c_double()
+            check(lib.ordo_handle_get_double(h, byref(out_d)))
+            return out_d.value
+        p = c_void_p()
+        if kind == "string":
+            check(lib.ordo_handle_get_string(h, byref(p)))
+            try:
+                return ctypes.string_at(p.value).decode("utf-8")
+            finally:
+                lib.ordo_free(p)
+        n = c_size_t()
+        check(lib.ordo_handle_get_bytes(h, byref(p), byref(n)))
+        try:
+            return ctypes.string_at(p.value, n.value) if n.value else b""
+        finally:
+            lib.ordo_free(p)
+
+    @property
+    def counter(self) -> int:
+        out = c_uint64()
+        self.bus._check(self.bus._lib.ordo_handle_get_counter(self._ptr(), byref(out)))
+        return out.value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Handle) and other._h == self._h
+
+    def __hash__(self) -> int:
+        return hash(self._h)
+
+    def __repr__(self) -> str:
+        return f"<ordo.Handle {self.keypath!r}>"
+
+
 class _Transaction:
     """What ``with bus.transaction() as t`` binds: ``t.txn`` is the id after
     the block (0 if nothing changed, or for an inner transaction)."""
@@ -239,6 +388,8 @@ class Bus:
         self.on_error = on_error or _log_error
         self._contracts: Dict[int, Contract] = {}
         self._tokens: Dict[int, int] = {}
+        self._trace_fn: Optional[Callable[[Trace], Any]] = None
+        self._trace_thunk = None
         ptr = self._lib.ordo_bus_new()
         if not ptr:  # pragma: no cover - aborts on OOM rather
             raise OrdoError("ordo_bus_new failed")
@@ -284,6 +435,8 @@ class Bus:
                     c.gone = True
         self._tokens.clear()
         self._contracts.clear()
+        self._trace_fn = None
+        self._trace_thunk = None
 
     def __enter__(self) -> "Bus":
         return self
@@ -485,6 +638,87 @@ class Bus:
     def current_contract(self) -> int:
         """The id of the contract whose callback runs on this thread (0: none)."""
         return self._lib.ordo_current_contract(self._bus())
+
+    # -- handles --------------------------------------------------------------
+
+    def resolve(self, keypath: str) -> Handle:
+        """A :class:`Handle` of ``keypath`` (ordo_resolve): InvalidKeypath if
+        it is not a keypath."""
+        out = c_void_p()
+        self._check(self._lib.ordo_resolve(self._bus(), _encode(keypath, "keypath"), byref(out)))
+        return Handle(self, out.value, self._lib.ordo_handle_keypath(out.value).decode("utf-8"))
+
+    # -- devtools (docs/devtools.md) ----------------------------------------
+
+    def contract_info(self, contract: Any) -> ContractInfo:
+        """What the bus knows of a contract (a :class:`Contract` or its id):
+        ordo_get_contract_info. NotFound if it is not registered."""
+        cid = contract.id if isinstance(contract, Contract) else contract
+        if not isinstance(cid, int) or isinstance(cid, bool) or cid < 0:
+            raise InvalidArgument(f"contract_info: a Contract or a contract id, not {contract!r}")
+        p = POINTER(_ContractInfo)()
+        self._check(self._lib.ordo_get_contract_info(self._bus(), cid, byref(p)))
+        try:
+            i = p.contents
+            return ContractInfo(
+                i.id, i.name.decode("utf-8", "surrogateescape"), _KIND_NAMES.get(i.kind, str(i.kind)),
+                None if i.kind != 1 else i.priority, i.level, i.position, i.calls, i.failures, i.last_txn,
+                _strings(i.reads, i.n_reads), _strings(i.writes, i.n_writes),
+                _strings(i.unused_reads, i.n_unused_reads), _strings(i.unused_writes, i.n_unused_writes))
+        finally:
+            self._lib.ordo_free(p)
+
+    def on_trace(self, fn: Optional[Callable[[Trace], Any]]) -> None:
+        """Calls ``fn(trace)`` after every notification pass (ordo_set_trace),
+        on the committing thread; None removes it (then passes record nothing).
+        An exception from ``fn`` goes to ``on_error("trace", exception)``."""
+        if fn is not None and not callable(fn):
+            raise InvalidArgument("on_trace: a callable or None")
+        b = self._bus()
+        if fn is None:
+            self._check(self._lib.ordo_set_trace(b, _TRACE_CALLBACK(), None))
+            self._trace_fn = None
+            self._trace_thunk = None
+            return
+
+        def thunk(bus_ptr, trace_ptr, user_data):
+            t = trace_ptr.contents
+            steps = []
+            for i in range(t.n_steps):
+                s = t.steps[i]
+                steps.append(TraceStep(
+                    s.contract, s.name.decode("utf-8", "surrogateescape"), s.txn, _OUTCOMES.get(s.outcome, "?"),
+                    bool(s.initial), _strings(s.because, s.n_because), _strings(s.writes, s.n_writes),
+                    _strings(s.refused, s.n_refused),
+                    None if not s.failure else s.failure.decode("utf-8", "surrogateescape"), s.duration_ns))
+            trace = Trace(t.txn, bool(t.committed), _strings(t.changed, t.n_changed), tuple(steps), t.duration_ns)
+            f = self._trace_fn
+            if f is None:
+                return
+            try:
+                f(trace)
+            except BaseException as e:  # cannot cross the C library
+                try:
+                    self.on_error("trace", e)
+                except BaseException:  # pragma: no cover
+                    log.exception("ordo: on_error failed")
+
+        c_thunk = _TRACE_CALLBACK(thunk)
+        self._trace_fn = fn
+        self._check(self._lib.ordo_set_trace(b, c_thunk, None))
+        self._trace_thunk = c_thunk  # kept until replaced, removed or the bus is closed
+
+    @contextmanager
+    def tracing(self) -> Iterator[List[Trace]]:
+        """``with bus.tracing() as traces:`` collects the traces of the passes
+        run inside the block into the list ``traces``."""
+        out: List[Trace] = []
+        self.on_trace(out.append)
+        try:
+            yield out
+        finally:
+            if self._ptr is not None:
+                self.on_trace(None)
 
     # -- D-Bus publication ----------------------------------------------------
 
