@@ -425,13 +425,17 @@ public final class Bus: @unchecked Sendable {
   /// No contract check applies: these are the keypaths the contract was
   /// notified of. From a thread that does not own the running transaction,
   /// committed values.
+  /// These reads count as reads of the contract's read patterns (its usage
+  /// report, ``ContractInfo/unusedReads``): a remote contract receives them.
   package func values(of note: ContractNotification) -> [String: Value] {
     gate.lock.lock()
     defer { gate.lock.unlock() }
     let own = gate.isOwner
+    let c = contractGraph.contract(note.contract)
     var out: [String: Value] = [:]
     for k in note.changed {
       guard let n = store.existing(k) else { continue }
+      if let c { for (i, r) in c.reads.enumerated() where r.matches(n.ids) { c.usedReads |= ContractState.bit(i) } }
       if let v = store.value(n, own: own) { out[k] = v }
     }
     return out
@@ -623,16 +627,35 @@ public final class Bus: @unchecked Sendable {
   /// handler a pass records nothing.
   public func onTrace(_ handler: (@Sendable (PassTrace) -> Void)?) {
     gate.lock.lock()
-    passes.traceHandler = handler
+    passes.traceListeners[0] = handler
+    gate.lock.unlock()
+  }
+
+  /// Adds a trace listener beside ``onTrace(_:)``'s (for bridges: a D-Bus
+  /// service tracing for its peers does not displace the host's own
+  /// handler). Returns its key for ``removeTraceListener(_:)``.
+  package func addTraceListener(_ listener: @escaping @Sendable (PassTrace) -> Void) -> UInt64 {
+    gate.lock.lock()
+    defer { gate.lock.unlock() }
+    let key = passes.nextTraceListener
+    passes.nextTraceListener += 1
+    passes.traceListeners[key] = listener
+    return key
+  }
+
+  /// Removes a listener added with ``addTraceListener(_:)``.
+  package func removeTraceListener(_ key: UInt64) {
+    gate.lock.lock()
+    passes.traceListeners[key] = nil
     gate.lock.unlock()
   }
 
   /// Calls the trace handler, without the lock.
   private func deliver(_ trace: PassTrace) {
     gate.lock.lock()
-    let handler = passes.traceHandler
+    let listeners = passes.traceListeners.sorted { $0.key < $1.key }.map(\.value)
     gate.lock.unlock()
-    handler?(trace)
+    for l in listeners { l(trace) }
   }
 
   /// Runs `body` with the running callback's contract checks suspended on

@@ -24,8 +24,10 @@ final class PassRunner {
   var failureHandler: (@Sendable (ContractFailure) -> Void)?
   /// Told about every transaction before it commits; a throw discards it.
   var commitHook: ((UInt64, [KeyState]) throws -> Void)?
-  /// Told about every pass, after it ends (see ``Bus/onTrace(_:)``).
-  var traceHandler: (@Sendable (PassTrace) -> Void)?
+  /// Told about every pass, after it ends, by key: 0 is the handler of
+  /// ``Bus/onTrace(_:)``, others are bridges' listeners.
+  var traceListeners: [UInt64: @Sendable (PassTrace) -> Void] = [:]
+  var nextTraceListener: UInt64 = 1
   /// The running pass's trace, only while someone listens.
   private(set) var recorder: TraceRecorder?
 
@@ -54,7 +56,7 @@ final class PassRunner {
   /// Lock and ownership held on entry; ownership given up on return.
   func runCommit() -> Outcome {
     nextSerial()
-    if traceHandler != nil { recorder = TraceRecorder() }
+    if !traceListeners.isEmpty { recorder = TraceRecorder() }
     var anyChanged = false
     // Schedule the readers of what changed, evaluated before any callback.
     for i in 0..<journal.records.count where journal[i].written && journal.isChanged(i) {
@@ -87,7 +89,7 @@ final class PassRunner {
   /// return.
   func runInitial(_ c: ContractState) -> Outcome {
     nextSerial()
-    if traceHandler != nil { recorder = TraceRecorder() }
+    if !traceListeners.isEmpty { recorder = TraceRecorder() }
     gate.phase = .pass(txn: 0, call: nil)
     callInitial(c)
     var anyChanged = false

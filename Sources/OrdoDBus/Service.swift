@@ -179,6 +179,8 @@ public final class DBusService: @unchecked Sendable {
   /// The peers subscribed to pass traces (`SubscribeTrace`); the bus's
   /// trace hook is installed only while there is one.
   private let traces = TraceSubscribers()
+  /// The key of the service's trace listener on the bus, while installed.
+  private let traceListener = PThreadLocked<UInt64?>(nil)
 
   /// Connects to `address` (nil: the session bus; `systemBus`: the system
   /// bus), owns `name` and starts answering on the thread that then calls
@@ -295,7 +297,7 @@ public final class DBusService: @unchecked Sendable {
     closed = true
     if traces.count > 0 {
       traces.removeAll()
-      bus.onTrace(nil)
+      dropTraceListener()
     }
     for id in remote.byID.keys.sorted() { try? bus.unregister(id) }
     remote.removeAll()
@@ -1101,7 +1103,9 @@ public final class DBusService: @unchecked Sendable {
       throw .ordo(OrdoError(.limit, "SubscribeTrace: \(TraceSubscribers.maxSubscribers) peers already receive traces"))
     }
     if before == 0 {
-      bus.onTrace { [weak self] t in self?.sendTrace(t) }
+      traceListener.withLock { key in
+        if key == nil { key = bus.addTraceListener { [weak self] t in self?.sendTrace(t) } }
+      }
       log(.info, "\(c.sender) subscribed to pass traces of [\(texts.joined(separator: ", "))]: tracing on")
     } else {
       log(.info, "\(c.sender) subscribed to pass traces of [\(texts.joined(separator: ", "))]")
@@ -1120,8 +1124,17 @@ public final class DBusService: @unchecked Sendable {
   private func dropTraceSubscriber(_ peer: String) {
     let (removed, left) = traces.remove(peer)
     guard removed else { return }
-    if left == 0 { bus.onTrace(nil) }
+    if left == 0 { dropTraceListener() }
     log(.info, "\(peer) no longer receives pass traces\(left == 0 ? ": tracing off" : "")")
+  }
+
+  /// Removes the service's trace listener from the bus (the host's own
+  /// `onTrace` handler, if any, stays).
+  private func dropTraceListener() {
+    traceListener.withLock { key in
+      if let k = key { bus.removeTraceListener(k) }
+      key = nil
+    }
   }
 
   /// The bus's trace hook: sends each subscriber its view of the pass.

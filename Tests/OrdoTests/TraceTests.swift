@@ -55,6 +55,19 @@ import Testing
     #expect(traces.value == 1)
   }
 
+  @Test func aBridgeListenerDoesNotDisplaceTheHostHandler() throws {
+    let bus = Bus()
+    try bus.register(name: "v", reads: ["k"]) { _ in }
+    let host = Box<Int>(0)
+    let bridge = Box<Int>(0)
+    bus.onTrace { _ in host.value += 1 }
+    let key = bus.addTraceListener { _ in bridge.value += 1 }
+    try bus.commitWith { try bus.set("k", .int64(1)) }
+    bus.removeTraceListener(key)
+    try bus.commitWith { try bus.set("k", .int64(2)) }
+    #expect((host.value, bridge.value) == (2, 1))
+  }
+
   @Test func theInitialCallThatOpensAPassIsTraced() throws {
     let bus = Bus()
     let traces = Box<[PassTrace]>([])
