@@ -26,7 +26,7 @@ struct SeededRandom: RandomNumberGenerator {
 /// pass. Syncs (grouped mode) after some transactions.
 func randomHistory(_ bus: Bus, _ durable: DurableState, seed: UInt64, transactions: Int) throws {
   var g = SeededRandom(state: seed)
-  try bus.register(name: "mirror", reads: ["doc.*"], writes: ["mirror.*"]) { note in
+  try bus.register(name: "mirror", reads: ["doc.*"], writes: ["mirror.*"]) { [unowned bus] note in
     for k in note.changed {
       let name = "mirror." + k.split(separator: ".").last!
       if let v = try bus.value(k) { try bus.set(name, v) } else { try bus.remove(name) }
@@ -133,7 +133,7 @@ func randomHistory(_ bus: Bus, _ durable: DurableState, seed: UInt64, transactio
 
     // sync() inside a callback or a transaction is refused.
     let inside = Mutex<String?>(nil)
-    try bus.register(name: "syncer", reads: ["b"]) { _ in
+    try bus.register(name: "syncer", reads: ["b"]) { [unowned durable] _ in
       do {
         try durable.sync()
       } catch {
