@@ -8,7 +8,7 @@ import json
 import math
 import sys
 
-SCENARIOS = ["memory", "scale", "delivery", "coalescing", "c-abi", "dbus"]
+SCENARIOS = ["memory", "scale", "delivery", "coalescing", "c-abi", "c-gobject", "dbus"]
 KEYS = ["scenario", "metric", "ordo", "comparators", "ratios", "target", "met"]
 
 

@@ -11,6 +11,9 @@
 # a private install prefix when include/ordo.h and `make install` exist; the
 # dbus scenario runs a release ordod, a C host publishing its own bus through
 # that libordo.so (ordo-host-bench) and a libdbus observer (Benchmarks/c).
+# The c-gobject scenario runs that program beside gobject-bench
+# (Benchmarks/c/gobject-bench.c, GObject property notification, built with
+# libglib2.0-dev, which bench-gobject installs), found in the same directory.
 # When their parts are missing the report says they are not available.
 
 BENCH_SCRATCH ?= .build-bench
@@ -18,6 +21,7 @@ BENCH_BIN     := $(BENCH_SCRATCH)/release/ordo-bench
 BENCH_JSON    ?= $(BENCH_SCRATCH)/bench.json
 BENCH_PREFIX  := $(CURDIR)/$(BENCH_SCRATCH)/prefix
 BENCH_C       := $(BENCH_SCRATCH)/ordo-c-bench
+BENCH_GOBJECT := $(BENCH_SCRATCH)/gobject-bench
 BENCH_CC      ?= cc
 BENCH_ORDOD   := $(BENCH_SCRATCH)/release/ordod
 BENCH_DBUS    := $(BENCH_SCRATCH)/ordo-dbus-bench
@@ -27,7 +31,7 @@ BENCH_ARGS     = $$(test -x $(BENCH_C) && echo --c-bench $(BENCH_C)) \
                  $$(test -x $(BENCH_ORDOD) && test -x $(BENCH_DBUS) && echo --ordod $(BENCH_ORDOD) --dbus-bench $(BENCH_DBUS)) \
                  $$(test -x $(BENCH_HOST) && echo --host-bench $(BENCH_HOST))
 
-.PHONY: bench bench-build bench-c bench-dbus test-bench
+.PHONY: bench bench-build bench-c bench-gobject bench-dbus test-bench
 TEST_TARGETS += test-bench
 
 bench-build:
@@ -57,6 +61,12 @@ bench-c:
 	  echo "bench: include/ordo.h or the install rule is missing: c-abi not available"; \
 	fi
 
+bench-gobject:
+	@scripts/deps.sh libglib2.0-dev
+	@mkdir -p $(BENCH_SCRATCH); rm -f $(BENCH_GOBJECT)
+	@$(BENCH_CC) -std=c99 -O2 -Wall -Wextra -Werror -o $(BENCH_GOBJECT) Benchmarks/c/gobject-bench.c \
+	  $$(pkg-config --cflags --libs gobject-2.0) || echo "bench: building the GObject benchmark failed: c-gobject not available"
+
 bench-dbus:
 	@mkdir -p $(BENCH_SCRATCH); rm -f $(BENCH_DBUS)
 	@if [ -d Sources/ordod ] && $(SWIFT) build -c release --scratch-path $(BENCH_SCRATCH) --product ordod $(SWIFTFLAGS) \
@@ -68,11 +78,11 @@ bench-dbus:
 	  echo "bench: ordod not built (see $(BENCH_SCRATCH)/ordod-build.log): dbus not available"; \
 	fi
 
-bench: deps bench-build bench-c bench-dbus
+bench: deps bench-build bench-c bench-gobject bench-dbus
 	$(BENCH_BIN) --json $(BENCH_JSON) $(BENCH_ARGS)
 	@$(MAKE) --no-print-directory bench-dconf
 
-test-bench: deps bench-build bench-c bench-dbus
+test-bench: deps bench-build bench-c bench-gobject bench-dbus
 	$(BENCH_BIN) --quick --json $(BENCH_SCRATCH)/bench-quick.json $(BENCH_ARGS) >$(BENCH_SCRATCH)/bench-quick.txt
 	@cat $(BENCH_SCRATCH)/bench-quick.txt
 	@python3 Benchmarks/check-json.py $(BENCH_SCRATCH)/bench-quick.json

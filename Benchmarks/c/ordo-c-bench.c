@@ -1,15 +1,31 @@
 /*
- * ordo-c-bench: the work of ordo-bench's "delivery" scenario driven from C
- * through libordo.so, for the c-abi scenario. ordo-bench runs it and drives
- * it through a pipe so that the C and Swift figures are measured in the
- * same rounds:
+ * ordo-c-bench: Ordo's workloads driven from C through libordo.so, for the
+ * c-abi and c-gobject scenarios. ordo-bench runs it and drives it through a
+ * pipe so that its figures and the comparators' are measured in the same
+ * rounds.
  *
- *   ordo-c-bench N        registers N contracts, contract i reading
- *                         "model.item<i>.value", then prints "ready".
- *   stdin:  OPS           runs OPS transactions, each setting every keypath
- *                         once (an int64, new each transaction), and prints
- *   stdout: NS CALLS      the elapsed nanoseconds and the total callback
- *                         calls so far. EOF ends the program.
+ *   ordo-c-bench N [strings|handles]
+ *       registers N contracts, contract i reading "model.item<i>.value"
+ *       (every keypath already holds a value, resolved to a handle, and has
+ *       been changed once since the contracts exist), then prints "ready". Then reads command lines on stdin:
+ *
+ *   OPS              OPS transactions, each setting every keypath once (an
+ *                    int64, new each transaction): through the keypath
+ *                    strings (ordo_set_int64), or through the handles
+ *                    (ordo_handle_set_int64) when the second argument is
+ *                    "handles"
+ *   strings OPS      the same through the strings
+ *   handles OPS      the same through the handles
+ *   batch OPS        OPS transactions, each writing every keypath BATCH (10)
+ *                    times through its handle, every write a new value (the
+ *                    counterpart of GObject's freeze/thaw batch)
+ *   scale OPS        OPS transactions, each setting 10 distinct keypaths
+ *                    drawn at random among the N through their handles (the
+ *                    draw is made before the clock starts)
+ *   scale-strings OPS   the same through the strings
+ *
+ *   Each command prints "NS CALLS": the elapsed nanoseconds and the total
+ *   callback calls so far. EOF ends the program.
  *
  * Build: cc -O2 ordo-c-bench.c $(pkg-config --cflags --libs ordo)
  */
@@ -19,7 +35,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+
+enum { BATCH = 10, GROUP = 10 };
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -38,20 +57,76 @@ static void fail(const char *what, ordo_status st) {
   exit(1);
 }
 
+/* SplitMix64, as ordo-bench's SplitMix and gobject-bench.c. */
+static uint64_t rng_state;
+static uint64_t rng_next(void) {
+  uint64_t z = (rng_state += 0x9E3779B97F4A7C15u);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+  return z ^ (z >> 31);
+}
+
+/* OPS groups of GROUP distinct indices below n, drawn before timing. */
+static size_t *draw_groups(long ops, size_t n) {
+  size_t *picks = malloc((size_t)ops * GROUP * sizeof *picks);
+  if (!picks) {
+    fprintf(stderr, "ordo-c-bench: out of memory\n");
+    exit(1);
+  }
+  for (long t = 0; t < ops; t++) {
+    size_t *g = picks + (size_t)t * GROUP;
+    for (int j = 0; j < GROUP; j++) {
+      size_t k;
+      int dup;
+      do {
+        k = (size_t)(rng_next() % n);
+        dup = 0;
+        for (int i = 0; i < j; i++) dup |= g[i] == k;
+      } while (dup);
+      g[j] = k;
+    }
+  }
+  return picks;
+}
+
 int main(int argc, char **argv) {
-  if (argc != 2 || atoi(argv[1]) <= 0) {
-    fprintf(stderr, "usage: ordo-c-bench N  (then OPS lines on stdin)\n");
+  if (argc < 2 || argc > 3 || atoi(argv[1]) <= 0 ||
+      (argc == 3 && strcmp(argv[2], "strings") != 0 && strcmp(argv[2], "handles") != 0)) {
+    fprintf(stderr, "usage: ordo-c-bench N [strings|handles]  (then command lines on stdin)\n");
     return 64;
   }
   size_t n = (size_t)atoi(argv[1]);
+  if (n < GROUP) {
+    fprintf(stderr, "ordo-c-bench: N must be at least %d\n", GROUP);
+    return 64;
+  }
+  int default_handles = argc == 3 && strcmp(argv[2], "handles") == 0;
   ordo_bus *bus = ordo_bus_new();
   if (!bus) return 1;
   char **keys = calloc(n, sizeof *keys);
+  ordo_handle **handles = calloc(n, sizeof *handles);
+  if (!keys || !handles) return 1;
   uint64_t calls = 0;
+  rng_state = (uint64_t)n;
+
+  /* Every keypath holds a value before the contracts exist (so this
+   * transaction calls nobody): the measurement is of changes, not of the
+   * first insertion of a keypath. */
+  ordo_status st = ordo_begin(bus);
+  if (st != ORDO_OK) fail("begin", st);
+  for (size_t i = 0; i < n; i++) {
+    keys[i] = malloc(48);
+    if (!keys[i]) return 1;
+    snprintf(keys[i], 48, "model.item%zu.value", i);
+    st = ordo_resolve(bus, keys[i], &handles[i]);
+    if (st != ORDO_OK) fail("resolve", st);
+    st = ordo_handle_set_int64(handles[i], -1);
+    if (st != ORDO_OK) fail("prefill", st);
+  }
+  st = ordo_commit(bus, NULL);
+  if (st != ORDO_OK) fail("commit", st);
   for (size_t i = 0; i < n; i++) {
     char name[32];
-    keys[i] = malloc(48);
-    snprintf(keys[i], 48, "model.item%zu.value", i);
     snprintf(name, sizeof name, "o%zu", i);
     const char *reads[1] = {keys[i]};
     ordo_contract_spec spec = ORDO_CONTRACT_SPEC_INIT;
@@ -60,33 +135,108 @@ int main(int argc, char **argv) {
     spec.n_reads = 1;
     spec.callback = on_change;
     spec.user_data = &calls;
-    ordo_status st = ordo_register(bus, &spec, NULL);
+    st = ordo_register(bus, &spec, NULL);
     if (st != ORDO_OK) fail("register", st);
   }
+  if (calls != 0) {
+    fprintf(stderr, "ordo-c-bench: registration made %llu calls\n", (unsigned long long)calls);
+    return 1;
+  }
+  /* One change of every keypath with the contracts registered, so that
+   * what the bus builds on a keypath's first write after registrations (its
+   * readers) is built before the measurement, as in a running program. */
+  if ((st = ordo_begin(bus)) != ORDO_OK) fail("begin", st);
+  for (size_t i = 0; i < n; i++)
+    if ((st = ordo_handle_set_int64(handles[i], 0)) != ORDO_OK) fail("warm-up", st);
+  if ((st = ordo_commit(bus, NULL)) != ORDO_OK) fail("commit", st);
+  if (calls != n) {
+    fprintf(stderr, "ordo-c-bench: the warm-up made %llu calls\n", (unsigned long long)calls);
+    return 1;
+  }
+  calls = 0;
   printf("ready\n");
   fflush(stdout);
 
   int64_t value = 0;
-  long ops;
-  while (scanf("%ld", &ops) == 1) {
-    uint64_t t0 = now_ns();
-    for (long t = 0; t < ops; t++) {
-      value++;
-      ordo_status st = ordo_begin(bus);
-      if (st != ORDO_OK) fail("begin", st);
-      for (size_t i = 0; i < n; i++) {
-        st = ordo_set_int64(bus, keys[i], value);
-        if (st != ORDO_OK) fail("set", st);
-      }
-      st = ordo_commit(bus, NULL);
-      if (st != ORDO_OK) fail("commit", st);
+  char line[128];
+  while (fgets(line, sizeof line, stdin)) {
+    char word[32] = "";
+    long ops = 0;
+    int fields = sscanf(line, "%31s %ld", word, &ops);
+    if (fields != 2 && sscanf(line, "%ld", &ops) == 1) {
+      strcpy(word, default_handles ? "handles" : "strings");
+      fields = 2;
     }
-    uint64_t t1 = now_ns();
+    if (fields != 2) {
+      fprintf(stderr, "ordo-c-bench: malformed command: %s", line);
+      return 64;
+    }
+    if (ops <= 0) {
+      fprintf(stderr, "ordo-c-bench: OPS must be positive: %s", line);
+      return 64;
+    }
+    uint64_t t0 = 0, t1 = 0;
+    if (strcmp(word, "strings") == 0) {
+      t0 = now_ns();
+      for (long t = 0; t < ops; t++) {
+        value++;
+        if ((st = ordo_begin(bus)) != ORDO_OK) fail("begin", st);
+        for (size_t i = 0; i < n; i++)
+          if ((st = ordo_set_int64(bus, keys[i], value)) != ORDO_OK) fail("set", st);
+        if ((st = ordo_commit(bus, NULL)) != ORDO_OK) fail("commit", st);
+      }
+      t1 = now_ns();
+    } else if (strcmp(word, "handles") == 0) {
+      t0 = now_ns();
+      for (long t = 0; t < ops; t++) {
+        value++;
+        if ((st = ordo_begin(bus)) != ORDO_OK) fail("begin", st);
+        for (size_t i = 0; i < n; i++)
+          if ((st = ordo_handle_set_int64(handles[i], value)) != ORDO_OK) fail("handle set", st);
+        if ((st = ordo_commit(bus, NULL)) != ORDO_OK) fail("commit", st);
+      }
+      t1 = now_ns();
+    } else if (strcmp(word, "batch") == 0) {
+      t0 = now_ns();
+      for (long t = 0; t < ops; t++) {
+        if ((st = ordo_begin(bus)) != ORDO_OK) fail("begin", st);
+        for (int b = 0; b < BATCH; b++) {
+          value++;
+          for (size_t i = 0; i < n; i++)
+            if ((st = ordo_handle_set_int64(handles[i], value)) != ORDO_OK) fail("handle set", st);
+        }
+        if ((st = ordo_commit(bus, NULL)) != ORDO_OK) fail("commit", st);
+      }
+      t1 = now_ns();
+    } else if (strcmp(word, "scale") == 0 || strcmp(word, "scale-strings") == 0) {
+      int strings = strcmp(word, "scale-strings") == 0;
+      size_t *picks = draw_groups(ops, n);
+      t0 = now_ns();
+      for (long t = 0; t < ops; t++) {
+        const size_t *g = picks + (size_t)t * GROUP;
+        value++;
+        if ((st = ordo_begin(bus)) != ORDO_OK) fail("begin", st);
+        if (strings) {
+          for (int j = 0; j < GROUP; j++)
+            if ((st = ordo_set_int64(bus, keys[g[j]], value)) != ORDO_OK) fail("set", st);
+        } else {
+          for (int j = 0; j < GROUP; j++)
+            if ((st = ordo_handle_set_int64(handles[g[j]], value)) != ORDO_OK) fail("handle set", st);
+        }
+        if ((st = ordo_commit(bus, NULL)) != ORDO_OK) fail("commit", st);
+      }
+      t1 = now_ns();
+      free(picks);
+    } else {
+      fprintf(stderr, "ordo-c-bench: unknown command %s\n", word);
+      return 64;
+    }
     printf("%llu %llu\n", (unsigned long long)(t1 - t0), (unsigned long long)calls);
     fflush(stdout);
   }
   for (size_t i = 0; i < n; i++) free(keys[i]);
   free(keys);
+  free(handles);
   ordo_bus_free(bus);
   return 0;
 }

@@ -14,8 +14,9 @@ let usage = """
                     [--ordod PROGRAM --dbus-bench PROGRAM [--host-bench PROGRAM]] [--profile WORKLOAD]
     --quick     smaller sizes (up to 100 000 contracts) and fewer repetitions
     --json      also write the results as JSON to PATH
-    --only      run only these scenarios: memory, scale, delivery, coalescing, c-abi, dbus
-    --c-bench   the C program of the c-abi scenario (built by `make bench`)
+    --only      run only these scenarios: memory, scale, delivery, coalescing, c-abi, c-gobject, dbus
+    --c-bench   the C program of the c-abi scenario (built by `make bench`); c-gobject
+                also runs gobject-bench from the same directory
     --ordod, --dbus-bench   ordod and the C observer program of the dbus scenario
     --host-bench            the C program publishing its own bus (dbus notify_per_s)
     --profile   run only Ordo's side of one workload, for a profiler:
@@ -82,6 +83,7 @@ func main() throws {
   if settings.wants("delivery") { results += try runDelivery(settings) }
   if settings.wants("coalescing") { results += try runCoalescing(settings) }
   if settings.wants("c-abi") { results += try runCABI(settings) }
+  if settings.wants("c-gobject") { results += try runCGObject(settings) }
   if settings.wants("dbus") { results += try runDBus(settings) }
   let seconds = Double(nowNS() - started) / 1e9
 
