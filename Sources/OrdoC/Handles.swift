@@ -121,48 +121,27 @@ private func get<T>(
 
 @c @implementation
 public func ordo_handle_get_type(_ handle: OpaquePointer?, _ out: UnsafeMutablePointer<ordo_type>?) -> ordo_status {
-  get(handle, out, "") { (v) throws(OrdoError) -> ordo_type? in
-    switch v {
-    case .bool: ORDO_TYPE_BOOL
-    case .int64: ORDO_TYPE_INT64
-    case .double: ORDO_TYPE_DOUBLE
-    case .string: ORDO_TYPE_STRING
-    case .bytes: ORDO_TYPE_BYTES
-    }
-  }
+  get(handle, out, "", CValue.type)
 }
 
 @c @implementation
 public func ordo_handle_get_bool(_ handle: OpaquePointer?, _ out: UnsafeMutablePointer<Bool>?) -> ordo_status {
-  get(handle, out, "bool") { (v) throws(OrdoError) -> Bool? in
-    if case .bool(let x) = v { return x }
-    return nil
-  }
+  get(handle, out, "bool", CValue.bool)
 }
 
 @c @implementation
 public func ordo_handle_get_int64(_ handle: OpaquePointer?, _ out: UnsafeMutablePointer<Int64>?) -> ordo_status {
-  get(handle, out, "int64") { (v) throws(OrdoError) -> Int64? in
-    if case .int64(let x) = v { return x }
-    return nil
-  }
+  get(handle, out, "int64", CValue.int64)
 }
 
 @c @implementation
 public func ordo_handle_get_double(_ handle: OpaquePointer?, _ out: UnsafeMutablePointer<Double>?) -> ordo_status {
-  get(handle, out, "double") { (v) throws(OrdoError) -> Double? in
-    if case .double(let x) = v { return x }
-    return nil
-  }
+  get(handle, out, "double", CValue.double)
 }
 
 @c @implementation
 public func ordo_handle_get_string(_ handle: OpaquePointer?, _ out: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> ordo_status {
-  get(handle, out, "string") { (v) throws(OrdoError) -> UnsafeMutablePointer<CChar>?? in
-    guard case .string(var s) = v else { return nil }
-    guard let p = s.withUTF8({ copy(UnsafeRawBufferPointer($0), terminate: true) }) else { throw outOfMemory(s.utf8.count + 1) }
-    return .some(p.assumingMemoryBound(to: CChar.self))
-  }
+  get(handle, out, "string", CValue.string)
 }
 
 @c @implementation
@@ -171,12 +150,7 @@ public func ordo_handle_get_bytes(
 ) -> ordo_status {
   guard let len else { return report(invalid("len is NULL")) }
   var count = 0
-  let st = get(handle, out, "bytes") { (v) throws(OrdoError) -> UnsafeMutableRawPointer?? in
-    guard case .bytes(let b) = v else { return nil }
-    count = b.count
-    guard let p = b.withUnsafeBytes({ copy($0, terminate: false) }) else { throw outOfMemory(b.count) }
-    return .some(p)
-  }
+  let st = get(handle, out, "bytes") { (v) throws(OrdoError) in try CValue.bytes(v, &count) }
   if st == ORDO_OK { len.pointee = count }
   return st
 }

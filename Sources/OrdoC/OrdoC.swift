@@ -201,9 +201,10 @@ private func get<T>(
   }
 }
 
-@c @implementation
-public func ordo_get_type(_ bus: OpaquePointer?, _ keypath: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<ordo_type>?) -> ordo_status {
-  get(bus, keypath, out, "") { (v) throws(OrdoError) -> ordo_type? in
+/// The conversions of a value to what a getter writes to C (shared by the
+/// keypath and handle getters): nil on a type mismatch.
+enum CValue {
+  static func type(_ v: Value) throws(OrdoError) -> ordo_type? {
     switch v {
     case .bool: ORDO_TYPE_BOOL
     case .int64: ORDO_TYPE_INT64
@@ -212,30 +213,56 @@ public func ordo_get_type(_ bus: OpaquePointer?, _ keypath: UnsafePointer<CChar>
     case .bytes: ORDO_TYPE_BYTES
     }
   }
+
+  static func bool(_ v: Value) throws(OrdoError) -> Bool? {
+    if case .bool(let x) = v { return x }
+    return nil
+  }
+
+  static func int64(_ v: Value) throws(OrdoError) -> Int64? {
+    if case .int64(let x) = v { return x }
+    return nil
+  }
+
+  static func double(_ v: Value) throws(OrdoError) -> Double? {
+    if case .double(let x) = v { return x }
+    return nil
+  }
+
+  /// A `malloc`ed NUL-terminated copy (freed with `ordo_free`).
+  static func string(_ v: Value) throws(OrdoError) -> UnsafeMutablePointer<CChar>?? {
+    guard case .string(var s) = v else { return nil }
+    guard let p = s.withUTF8({ copy(UnsafeRawBufferPointer($0), terminate: true) }) else { throw outOfMemory(s.utf8.count + 1) }
+    return .some(p.assumingMemoryBound(to: CChar.self))
+  }
+
+  /// A `malloc`ed copy (freed with `ordo_free`) and its length.
+  static func bytes(_ v: Value, _ count: inout Int) throws(OrdoError) -> UnsafeMutableRawPointer?? {
+    guard case .bytes(let b) = v else { return nil }
+    count = b.count
+    guard let p = b.withUnsafeBytes({ copy($0, terminate: false) }) else { throw outOfMemory(b.count) }
+    return .some(p)
+  }
+}
+
+@c @implementation
+public func ordo_get_type(_ bus: OpaquePointer?, _ keypath: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<ordo_type>?) -> ordo_status {
+  get(bus, keypath, out, "", CValue.type)
 }
 
 @c @implementation
 public func ordo_get_bool(_ bus: OpaquePointer?, _ keypath: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<Bool>?) -> ordo_status {
-  get(bus, keypath, out, "bool") { (v) throws(OrdoError) -> Bool? in
-    if case .bool(let x) = v { return x }
-    return nil
-  }
+  get(bus, keypath, out, "bool", CValue.bool)
 }
 
 @c @implementation
 public func ordo_get_int64(_ bus: OpaquePointer?, _ keypath: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<Int64>?) -> ordo_status {
-  get(bus, keypath, out, "int64") { (v) throws(OrdoError) -> Int64? in
-    if case .int64(let x) = v { return x }
-    return nil
-  }
+  get(bus, keypath, out, "int64", CValue.int64)
 }
 
 @c @implementation
 public func ordo_get_double(_ bus: OpaquePointer?, _ keypath: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<Double>?) -> ordo_status {
-  get(bus, keypath, out, "double") { (v) throws(OrdoError) -> Double? in
-    if case .double(let x) = v { return x }
-    return nil
-  }
+  get(bus, keypath, out, "double", CValue.double)
 }
 
 /// A `malloc`ed copy of the bytes, NUL-terminated if asked (at least one
@@ -254,11 +281,7 @@ func outOfMemory(_ size: Int) -> OrdoError {
 
 @c @implementation
 public func ordo_get_string(_ bus: OpaquePointer?, _ keypath: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> ordo_status {
-  get(bus, keypath, out, "string") { (v) throws(OrdoError) -> UnsafeMutablePointer<CChar>?? in
-    guard case .string(var s) = v else { return nil }
-    guard let p = s.withUTF8({ copy(UnsafeRawBufferPointer($0), terminate: true) }) else { throw outOfMemory(s.utf8.count + 1) }
-    return .some(p.assumingMemoryBound(to: CChar.self))
-  }
+  get(bus, keypath, out, "string", CValue.string)
 }
 
 @c @implementation
@@ -270,12 +293,7 @@ public func ordo_get_bytes(
     return report(invalid("len is NULL"))
   }
   var count = 0
-  let st = get(bus, keypath, out, "bytes") { (v) throws(OrdoError) -> UnsafeMutableRawPointer?? in
-    guard case .bytes(let b) = v else { return nil }
-    count = b.count
-    guard let p = b.withUnsafeBytes({ copy($0, terminate: false) }) else { throw outOfMemory(b.count) }
-    return .some(p)
-  }
+  let st = get(bus, keypath, out, "bytes") { (v) throws(OrdoError) in try CValue.bytes(v, &count) }
   if st == ORDO_OK { len.pointee = count }
   return st
 }
