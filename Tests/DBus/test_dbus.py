@@ -134,6 +134,25 @@ class Basics(DBusTest):
         # Removing what is not there changes nothing.
         self.assertEqual(w.commit(remove=["doc.a", "nothing.**"]), 0)
 
+    def test_remove_tree_of_a_value_less_keypath(self):
+        """SPEC §2 (issue 12): removeTree(k) of a k that holds no value does
+        not notify an exact reader of k; readers of the removed values (and
+        of k.**) are notified with k as written."""
+        w, r = self.env.peer(), self.env.peer()
+        exact = r.register("exact", ["t"])
+        child = r.register("child", ["t.a"])
+        empty = r.register("empty-child", ["t.never"])
+        tree = r.register("tree", ["t.**"])
+        self.assertEqual(w.commit({"t.a": ("x", 1)}), 1)
+        first = {n[0]: n[2] for n in r.notifies(2)}
+        self.assertEqual(first, {child: ["t.a"], tree: ["t.a"]})
+        self.assertEqual(w.commit(remove=["t.**"]), 2)
+        second = {n[0]: (n[1], n[2]) for n in r.notifies(2)}
+        self.assertEqual(second, {child: (2, ["t"]), tree: (2, ["t"])})
+        r.no_notify()
+        self.assertNotIn(exact, second)
+        self.assertNotIn(empty, second)
+
     def test_commit_is_atomic(self):
         p = self.env.peer()
         e = self.assertRemoteError(E("InvalidKeypath"), p.commit, {"ok": ("x", 1), "bad key": ("x", 2)})
