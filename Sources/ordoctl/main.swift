@@ -13,6 +13,10 @@ let usage = """
   commands:
     get KEY…                       print values (one KEY: the value alone)
     set KEY=VALUE…                 set values in one transaction; prints its id
+    set --merge                    read KEY=VALUE, touch KEY, rm KEY lines from stdin and
+                                   write them as they come, merged: lines read while a
+                                   Commit is in flight join the next one; prints
+                                   writes=N commits=M txn=LAST
     touch KEY…                     mark keypaths changed in one transaction
     rm KEY…                        remove values in one transaction (KEY.** removes the tree)
     watch PATTERN… [--priority N] [--json] [--initial] [--count N] [--contract NAME]
@@ -109,6 +113,10 @@ case "get":
   }
 
 case "set":
+  if args.first == "--merge" {
+    guard args.count == 1 else { fail("set --merge reads its writes from stdin: no other arguments", code: 2) }
+    mergedSet(client)
+  }
   guard !args.isEmpty else { fail("set needs KEY=VALUE arguments", code: 2) }
   var sets: [(String, Value)] = []
   for a in args {
