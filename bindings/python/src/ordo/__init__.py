@@ -10,13 +10,15 @@ from .errors import (AccessDenied, ConnectionLost, ContractViolation, Cycle, DBu
                      InvalidArgument, InvalidKeypath, LibraryNotFound, Limit, NoTransaction, NotFound,
                      OrderConflict, OrdoError, Stability, Stale, Storage, Timeout, TypeMismatch)
 from .values import Value
-from .client import (Changes, Client, Entry, Notification, Position, Snapshot, Watch, Writer, Writes)
+from .client import (Changes, Client, Entry, MergedWrite, MergingWriter, Notification, Position, Snapshot, Watch,
+                     Writer, Writes)
 from .native import Bus, Contract, Note, load_library
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Client", "Entry", "Snapshot", "Changes", "Position", "Notification", "Writes", "Watch", "Writer",
+    "MergingWriter", "MergedWrite",
     "Bus", "Contract", "Note", "load_library", "Value",
     "OrdoError", "InvalidArgument", "InvalidKeypath", "TypeMismatch", "NotFound", "NoTransaction",
     "ContractViolation", "Stability", "Cycle", "OrderConflict", "DuplicateName", "Limit", "DBus", "Internal",
