@@ -32,9 +32,9 @@ func mergeLine(_ line: Substring) throws(OrdoError) -> (set: [(String, Value)], 
 /// the last transaction id they landed in). A malformed line stops the
 /// input (the lines before it are written) and exits 2; a Commit the
 /// service refused is reported with its line range and exits 1.
-func mergedSet(_ client: OrdoClient) -> Never {
+func mergedSet(_ client: OrdoClient, maxBatch: Int) -> Never {
   signal(SIGPIPE, SIG_IGN)
-  let writer = client.mergingWriter()
+  let writer = client.mergingWriter(maxBatchKeypaths: maxBatch)
   var lines: [MergedWrite: (first: Int, last: Int)] = [:]
   var lineNo = 0
   var inputError: String?
