@@ -70,6 +70,12 @@ public final class MergingWriter {
   /// Writes accepted so far (calls of ``write(set:touch:remove:)``,
   /// ``set(_:_:)``, ``touch(_:)``, ``remove(_:)``).
   public private(set) var writesIssued = 0
+  /// Whether each write first takes the replies that arrived (without
+  /// waiting), so that a reply is seen as soon as possible (default). A
+  /// program that issues writes in groups (the lines of one read) may turn
+  /// it off and call ``poll()`` between groups: the writes of a group then
+  /// always merge, and the group costs no system call per write.
+  public var pollsOnWrite = true
   /// Called once per batch when its outcome is known (from whichever call
   /// took the reply): the ticket and the transaction id or the error.
   public var onResult: ((MergedWrite, Result<UInt64, OrdoRemoteError>) -> Void)?
@@ -145,7 +151,7 @@ public final class MergingWriter {
       throw Self.error(DBusErrorName.ordo(error.code), error.message)
     }
     guard client.isConnected else { throw Self.error(DBusErrorName.dbus, "the connection to the bus is closed") }
-    if !handling { poll() }
+    if !handling && pollsOnWrite { poll() }
     let size = set.count + touch.count + remove.count
     if let last = queue.last, last.count + size <= maxBatchKeypaths || last.count == 0,
       !set.contains(where: { last.covered($0.0) })

@@ -35,6 +35,9 @@ func mergeLine(_ line: Substring) throws(OrdoError) -> (set: [(String, Value)], 
 func mergedSet(_ client: OrdoClient, maxBatch: Int) -> Never {
   signal(SIGPIPE, SIG_IGN)
   let writer = client.mergingWriter(maxBatchKeypaths: maxBatch)
+  // The lines of one read arrived together: they merge, and the replies
+  // are taken between reads (and while waiting for input).
+  writer.pollsOnWrite = false
   var lines: [MergedWrite: (first: Int, last: Int)] = [:]
   var lineNo = 0
   var inputError: String?
@@ -78,6 +81,7 @@ func mergedSet(_ client: OrdoClient, maxBatch: Int) -> Never {
       if !pending.isEmpty { take(pending[...]) }
       break
     }
+    writer.poll()
     pending += buf[0..<n]
     var start = pending.startIndex
     while let nl = pending[start...].firstIndex(of: UInt8(ascii: "\n")) {

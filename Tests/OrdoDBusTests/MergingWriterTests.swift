@@ -101,6 +101,14 @@ private func counter(_ c: OrdoClient, _ k: String) throws -> UInt64 {
   while seen != expected && time(nil) < deadline { observer.process(timeoutMs: 100) }
   #expect(seen == expected)
   #expect(notes == w.commitsSent)
+  // Without a poll per write, a group of writes always merges: the first
+  // goes alone, the other 999 in one Commit.
+  let g = client.mergingWriter()
+  g.pollsOnWrite = false
+  for i in 0..<1000 { try g.set("burst.k\(i % 500)", .int64(Int64(10_000 + i))) }
+  try g.flush()
+  #expect(g.commitsSent == 2)
+  #expect(try client.get("burst.k499").value == .int64(10_999))
   observer.close()
   client.close()
 }
