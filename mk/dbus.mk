@@ -3,7 +3,8 @@
 #   make run        starts ordod, watches and writes with ordoctl, stops it
 #   make test-dbus  end-to-end tests through jeepney, busctl, gdbus, dbus-send
 #                   and ordoctl (each test runs its own dbus-daemon and ordod),
-#                   the durable ordod's tests included
+#                   the durable ordod's tests and ordoctl set --merge
+#                   (merging writes, Tests/DBus/test_merge.py) included
 #   make test-durable  only the durable ordod (ordod --state): kill -9, full
 #                   disk, read-only mounts, refused state files
 
@@ -34,6 +35,7 @@ test-dbus: build
 	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 300 python3 Tests/DBus/test_resync.py
 	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 600 python3 Tests/DBus/test_durable.py
 	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 300 python3 Tests/DBus/test_devtools.py
+	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 300 python3 Tests/DBus/test_merge.py
 
 # The durable ordod alone (also part of test-dbus): kill -9 rounds, a full
 # tmpfs, read-only mounts (root), refused state files. SPEC §11.

@@ -10,7 +10,9 @@
 #                      Benchmarks/durable-bench.py: dconf, ordod --state,
 #                      ordod --state --sync normal and the in-memory ordod,
 #                      the bus daemon's floor and group commit (8 committers
-#                      vs 1), ratios to dconf on stdout, JSON in
+#                      vs 1), the burst again through a client-side
+#                      merging writer (beside dconf's write_fast),
+#                      ratios to dconf on stdout, JSON in
 #                      $(BENCH_SCRATCH)/bench-durable.json; part of make bench
 # Both benchmarks keep their files under $(BENCH_SCRATCH), on the disk of
 # the checkout.

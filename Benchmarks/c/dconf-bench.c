@@ -17,6 +17,15 @@
  *       dconf_client_sync; KEYS pipelined Commits, then their replies):
  *       writes/s until all are acknowledged, writes/s until the watcher has
  *       seen every key, and the number of notifications it received.
+ *   (c, merged; ordod only) the same burst through a client-side merging
+ *       writer with dconf's write_fast semantics (docs/dbus.md "Merging
+ *       writes", OrdoDBus.MergingWriter): at most one Commit in flight; a
+ *       write issued while none is goes out at once as its own Commit, the
+ *       writes issued while one is in flight are merged into one pending
+ *       batch (last value per key wins) sent as one Commit when the reply
+ *       arrives. The writer looks for that reply (without waiting) before
+ *       each write, as a client processing its replies as they come does.
+ *       Same figures, plus the number of Commits sent.
  *
  * dconf: dconf-service is started with XDG_CONFIG_HOME and XDG_RUNTIME_DIR in
  * a fresh directory under --dir (its database is DIR/.../config/dconf/user);
@@ -361,6 +370,83 @@ static void write_key(long i, int pipelined) {
   }
 }
 
+/* ---- (c, merged): a merging writer over libdbus ---- */
+
+static int64_t *pending_value;   /* by key index */
+static char *pending_has;        /* by key index */
+static long *pending_keys, npending;
+static dbus_uint32_t in_flight_serial;
+static int in_flight;
+static long merged_commits;
+
+/* Sends the pending batch as one Commit (if no Commit is in flight). */
+static void merged_send(void) {
+  if (in_flight || npending == 0) return;
+  DBusMessage *m = dbus_message_new_method_call(service, ORDO_PATH, ORDO_IFACE, "Commit");
+  DBusMessageIter it, dict, entry, var;
+  dbus_message_iter_init_append(m, &it);
+  dbus_message_iter_open_container(&it, DBUS_TYPE_ARRAY, "{sv}", &dict);
+  for (long j = 0; j < npending; j++) {
+    long i = pending_keys[j];
+    char k[64];
+    key_name(k, sizeof k, i);
+    const char *kp = k;
+    dbus_message_iter_open_container(&dict, DBUS_TYPE_DICT_ENTRY, NULL, &entry);
+    dbus_message_iter_append_basic(&entry, DBUS_TYPE_STRING, &kp);
+    dbus_message_iter_open_container(&entry, DBUS_TYPE_VARIANT, "x", &var);
+    dbus_message_iter_append_basic(&var, DBUS_TYPE_INT64, &pending_value[i]);
+    dbus_message_iter_close_container(&entry, &var);
+    dbus_message_iter_close_container(&dict, &entry);
+    pending_has[i] = 0;
+  }
+  dbus_message_iter_close_container(&it, &dict);
+  bench_append_strings(&it, NULL, 0);
+  bench_append_strings(&it, NULL, 0);
+  npending = 0;
+  if (!dbus_connection_send(ordod_writer, m, &in_flight_serial)) die("send", NULL);
+  dbus_connection_flush(ordod_writer);
+  dbus_message_unref(m);
+  in_flight = 1;
+  merged_commits++;
+}
+
+/* Takes the replies that arrived (waiting up to timeout_ms); sends the
+ * pending batch once the Commit in flight is answered. */
+static void merged_poll(int timeout_ms) {
+  if (!dbus_connection_read_write(ordod_writer, timeout_ms)) die("the connection to ordod closed", NULL);
+  DBusMessage *m;
+  while ((m = dbus_connection_pop_message(ordod_writer))) {
+    int t = dbus_message_get_type(m);
+    if ((t == DBUS_MESSAGE_TYPE_METHOD_RETURN || t == DBUS_MESSAGE_TYPE_ERROR) && in_flight &&
+        dbus_message_get_reply_serial(m) == in_flight_serial) {
+      if (t == DBUS_MESSAGE_TYPE_ERROR) die("merged Commit failed", dbus_message_get_error_name(m));
+      in_flight = 0;
+    }
+    dbus_message_unref(m);
+  }
+  merged_send();
+}
+
+/* One merged write of key i. */
+static void merged_write(long i) {
+  merged_poll(0);
+  if (!pending_has[i]) {
+    pending_has[i] = 1;
+    pending_keys[npending++] = i;
+  }
+  pending_value[i] = ++next_value; /* the last write of a key wins */
+  merged_send();
+}
+
+/* Waits until every merged write is acknowledged. */
+static void merged_flush(void) {
+  double deadline = now_s() + TIMEOUT_S;
+  while (in_flight || npending) {
+    if (now_s() > deadline) die("timed out waiting for the merged Commits", NULL);
+    merged_poll(1000);
+  }
+}
+
 /* Reads watcher records until the done marker; fills seen[i] with the
  * first notification time of key i; returns the notification count and
  * the time of the last new key in *last_key. */
@@ -667,6 +753,16 @@ int main(int argc, char **argv) {
   double *burst_acked = calloc((size_t)rounds, sizeof(double));
   double *burst_visible = calloc((size_t)rounds, sizeof(double));
   double *burst_notes = calloc((size_t)rounds, sizeof(double));
+  double *merged_acked = calloc((size_t)rounds, sizeof(double));
+  double *merged_visible = calloc((size_t)rounds, sizeof(double));
+  double *merged_notes = calloc((size_t)rounds, sizeof(double));
+  double *merged_sent = calloc((size_t)rounds, sizeof(double));
+  pending_value = calloc((size_t)keys, sizeof(int64_t));
+  pending_has = calloc((size_t)keys, 1);
+  pending_keys = calloc((size_t)keys, sizeof(long));
+  if (!merged_acked || !merged_visible || !merged_notes || !merged_sent || !pending_value || !pending_has || !pending_keys) {
+    die("out of memory", NULL);
+  }
   if (!seen || !sent || !latencies || !wait_writes || !wait_notes || !burst_acked || !burst_visible || !burst_notes) {
     die("out of memory", NULL);
   }
@@ -731,16 +827,41 @@ int main(int argc, char **argv) {
     burst_acked[r] = (double)keys / (t_acked - t0);
     burst_visible[r] = (double)keys / (last - t0);
     burst_notes[r] = (double)notes;
+
+    /* (c, merged) */
+    if (target == ORDOD) {
+      merged_commits = 0;
+      t0 = now_s();
+      for (long i = 0; i < keys; i++) merged_write(i);
+      merged_flush();
+      t_acked = now_s();
+      done_marker();
+      notes = collect(rp[0], seen, &last);
+      for (long i = 0; i < keys; i++) {
+        if (seen[i] == 0) die("merged burst: a key was never notified", NULL);
+      }
+      merged_acked[r] = (double)keys / (t_acked - t0);
+      merged_visible[r] = (double)keys / (last - t0);
+      merged_notes[r] = (double)notes;
+      merged_sent[r] = (double)merged_commits;
+    }
   }
 
   printf("{\"target\": \"%s\", \"keys\": %ld, \"rounds\": %ld, "
          "\"write_wait_writes_per_s\": %.1f, \"write_wait_notifications_per_s\": %.1f, "
          "\"latency_p50_us\": %.1f, \"latency_p99_us\": %.1f, "
          "\"burst_writes\": %ld, \"burst_acked_writes_per_s\": %.1f, \"burst_visible_writes_per_s\": %.1f, "
-         "\"burst_notifications\": %.0f}\n",
+         "\"burst_notifications\": %.0f",
          target_name, keys, rounds, quantile(wait_writes, rounds, 0.5), quantile(wait_notes, rounds, 0.5),
          quantile(latencies, nlat, 0.5), quantile(latencies, nlat, 0.99), keys, quantile(burst_acked, rounds, 0.5),
          quantile(burst_visible, rounds, 0.5), quantile(burst_notes, rounds, 0.5));
+  if (target == ORDOD) {
+    printf(", \"merged_acked_writes_per_s\": %.1f, \"merged_visible_writes_per_s\": %.1f, "
+           "\"merged_notifications\": %.0f, \"merged_commits\": %.0f",
+           quantile(merged_acked, rounds, 0.5), quantile(merged_visible, rounds, 0.5),
+           quantile(merged_notes, rounds, 0.5), quantile(merged_sent, rounds, 0.5));
+  }
+  printf("}\n");
   fflush(stdout);
   if (ordod_writer) {
     dbus_connection_close(ordod_writer);

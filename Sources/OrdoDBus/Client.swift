@@ -122,7 +122,7 @@ public enum RemoteField: Sendable, Hashable, CustomStringConvertible {
 /// ``process(timeoutMs:)`` delivers `Notify` signals to the callbacks of the
 /// contracts registered with ``register(name:reads:priority:notifyInitial:_:)``.
 public final class OrdoClient {
-  private let conn: OpaquePointer
+  let conn: OpaquePointer
   /// The service's well-known (or unique) name.
   public let destination: String
   /// Reply timeout for calls.
@@ -147,6 +147,9 @@ public final class OrdoClient {
   /// ``epoch``) or ``snapshot(_:)`` (SPEC §10). Any call made
   /// meanwhile may see the old or the new owner.
   public var onOwnerChange: ((String?) -> Void)?
+  /// Replies awaited by calls sent without blocking (``MergingWriter``), by
+  /// the call's serial: ``process(timeoutMs:)`` hands each reply to its own.
+  var replyHandlers: [UInt32: (DBusMessageRef) -> Void] = [:]
 
   /// Connects to `address` (nil: the session bus from
   /// `DBUS_SESSION_BUS_ADDRESS`).
@@ -564,11 +567,14 @@ public final class OrdoClient {
     return dbus_connection_get_is_connected(conn) != 0
   }
 
-  private func deliver() -> Bool {
+  func deliver() -> Bool {
     var any = false
     while let raw = dbus_connection_pop_message(conn) {
       let m = DBusMessageRef(owning: raw)
-      guard m.type == ORDO_DBUS_MESSAGE_TYPE_SIGNAL else { continue }
+      guard m.type == ORDO_DBUS_MESSAGE_TYPE_SIGNAL else {
+        takeReply(m)
+        continue
+      }
       if m.sender == "org.freedesktop.DBus", m.member == "NameOwnerChanged", m.signature == "sss" {
         var r = m.reader()
         if let name = try? r.string("name"), name == destination, let _ = try? r.string("old"), let new = try? r.string("new") {

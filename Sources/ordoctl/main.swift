@@ -13,6 +13,10 @@ let usage = """
   commands:
     get KEY…                       print values (one KEY: the value alone)
     set KEY=VALUE…                 set values in one transaction; prints its id
+    set --merge [--max-batch N]    read KEY=VALUE, touch KEY, rm KEY lines from stdin and
+                                   write them as they come, merged: lines read while a
+                                   Commit is in flight join the next one (at most N
+                                   entries, default 4096); prints writes=N commits=M txn=LAST
     touch KEY…                     mark keypaths changed in one transaction
     rm KEY…                        remove values in one transaction (KEY.** removes the tree)
     watch PATTERN… [--priority N] [--json] [--initial] [--count N] [--contract NAME]
@@ -120,6 +124,16 @@ case "get":
   }
 
 case "set":
+  if args.first == "--merge" {
+    var maxBatch = 4096
+    if args.count == 3, args[1] == "--max-batch" {
+      guard let n = Int(args[2]), n > 0 else { fail("--max-batch needs a positive number of entries", code: 2) }
+      maxBatch = n
+    } else if args.count != 1 {
+      fail("set --merge [--max-batch N] reads its writes from stdin: no other arguments", code: 2)
+    }
+    mergedSet(client, maxBatch: maxBatch)
+  }
   guard !args.isEmpty else { fail("set needs KEY=VALUE arguments", code: 2) }
   var sets: [(String, Value)] = []
   for a in args {

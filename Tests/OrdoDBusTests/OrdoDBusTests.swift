@@ -119,7 +119,7 @@ final class ServiceBox: @unchecked Sendable {
 /// Starts a private dbus-daemon; returns its address and pid (kill with
 /// SIGKILL). The test runner's threads block some signals; the daemon gets
 /// an empty signal mask so that it does not inherit them.
-private func startPrivateDaemon() throws -> (String, pid_t) {
+func startPrivateDaemon() throws -> (String, pid_t) {
   var fds: [Int32] = [0, 0]
   #expect(pipe(&fds) == 0)
   var actions = posix_spawn_file_actions_t()

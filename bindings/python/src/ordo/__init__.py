@@ -10,7 +10,8 @@ from .errors import (AccessDenied, ConnectionLost, ContractViolation, Cycle, DBu
                      InvalidArgument, InvalidKeypath, LibraryNotFound, Limit, NoTransaction, NotFound,
                      OrderConflict, OrdoError, Stability, Stale, Storage, Timeout, TypeMismatch)
 from .values import Value
-from .client import (Changes, Client, Entry, Notification, Position, Snapshot, TraceWatch, Watch, Writer, Writes)
+from .client import (Changes, Client, Entry, MergedWrite, MergingWriter, Notification, Position, Snapshot, TraceWatch,
+                     Watch, Writer, Writes)
 from .native import Bus, Contract, Handle, Note, load_library
 from .trace import ContractInfo, Trace, TraceStep
 
@@ -18,6 +19,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client", "Entry", "Snapshot", "Changes", "Position", "Notification", "Writes", "Watch", "Writer",
+    "MergingWriter", "MergedWrite",
     "Bus", "Contract", "Handle", "Note", "load_library", "Value",
     "Trace", "TraceStep", "TraceWatch", "ContractInfo",
     "OrdoError", "InvalidArgument", "InvalidKeypath", "TypeMismatch", "NotFound", "NoTransaction",

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
 import socket
 import threading
 import time
@@ -32,13 +33,13 @@ from typing import (Any, Callable, Deque, Dict, Iterable, Iterator, List, Mappin
 from jeepney import DBusAddress, HeaderFields, MessageType, new_method_call
 from jeepney.io.blocking import open_dbus_connection
 
-from .errors import (ConnectionLost, DBus, DuplicateName, InvalidArgument, NotFound, OrdoError, Timeout,
-                     error_for_dbus)
+from .errors import (ConnectionLost, DBus, DuplicateName, InvalidArgument, InvalidKeypath, NotFound, OrdoError,
+                     Timeout, error_for_dbus)
 from .trace import Trace, TraceStep
 from .values import Value, from_variant, to_variant
 
 __all__ = ["Client", "Entry", "Snapshot", "Changes", "Position", "Notification", "Writes", "Watch", "Writer", "TraceWatch",
-           "NAME", "PATH", "INTERFACE"]
+           "MergingWriter", "MergedWrite", "NAME", "PATH", "INTERFACE"]
 
 log = logging.getLogger("ordo")
 
@@ -658,6 +659,12 @@ class Client:
             self._writers.append(w)
         return w
 
+    def merging_writer(self, max_batch_keypaths: int = 4096) -> "MergingWriter":
+        """A :class:`MergingWriter` on this client: writes issued while one of
+        its ``Commit`` s is in flight join the next one (like dconf's
+        ``write_fast``)."""
+        return MergingWriter(self, max_batch_keypaths)
+
 
 def _shut(conn) -> None:
     """Closes a connection, waking a thread blocked reading it."""
@@ -1041,3 +1048,250 @@ class TraceWatch:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+# -- merging writes (docs/dbus.md "Merging writes") ------------------------
+
+_SEGMENT = re.compile(r"[A-Za-z0-9_-]+\Z")
+
+
+def _check_keypath(k: Any, what: str) -> None:
+    """A concrete keypath (SPEC §1): 1-32 segments of [A-Za-z0-9_-], at most 256 bytes."""
+    if not isinstance(k, str):
+        raise InvalidArgument(f"{what}: keypath {k!r} is not a str")
+    segments = k.split(".")
+    if not k or len(k.encode("utf-8", "surrogatepass")) > 256 or len(segments) > 32 \
+            or not all(_SEGMENT.match(s) for s in segments):
+        raise InvalidKeypath(f"{what}: invalid keypath {k!r}: 1-32 segments of [A-Za-z0-9_-] joined by '.', "
+                             "at most 256 bytes")
+
+
+class MergedWrite:
+    """The batch -- the one ``Commit`` -- a merged write joined. Every write
+    merged into the same ``Commit`` gets the same object."""
+
+    def __init__(self, batch: int):
+        #: the batch's number, from 0, in the order the batches are sent
+        self.batch = batch
+        self._done = threading.Event()
+        self._txn: Optional[int] = None
+        self._error: Optional[OrdoError] = None
+
+    def __repr__(self) -> str:
+        state = "pending" if not self._done.is_set() else (
+            f"error={self._error}" if self._error else f"txn={self._txn}")
+        return f"<MergedWrite batch={self.batch} {state}>"
+
+    def done(self) -> bool:
+        """Whether the batch's ``Commit`` was answered (or failed)."""
+        return self._done.is_set()
+
+    def result(self, timeout: Optional[float] = None) -> int:
+        """Waits for the ``Commit`` and returns the transaction id the write
+        landed in (0 if the batch changed nothing), or raises its error (then
+        none of the batch's writes was applied, unless it is a
+        :class:`Timeout` or :class:`ConnectionLost`: read the values back)."""
+        if not self._done.wait(timeout):
+            raise Timeout(f"batch {self.batch}: not answered within {timeout:g} s")
+        if self._error is not None:
+            raise self._error
+        assert self._txn is not None
+        return self._txn
+
+    def exception(self, timeout: Optional[float] = None) -> Optional[OrdoError]:
+        """The batch's error, None if it committed."""
+        if not self._done.wait(timeout):
+            raise Timeout(f"batch {self.batch}: not answered within {timeout:g} s")
+        return self._error
+
+    def _resolve(self, txn: Optional[int], error: Optional[OrdoError]) -> None:
+        self._txn, self._error = txn, error
+        self._done.set()
+
+
+class _Batch:
+    __slots__ = ("ticket", "sets", "touches", "removes", "trees")
+
+    def __init__(self, ticket: MergedWrite):
+        self.ticket = ticket
+        self.sets: Dict[str, Any] = {}       # keypath -> variant
+        self.touches: Dict[str, None] = {}   # an ordered set
+        self.removes: Dict[str, None] = {}   # exact removes and tree removals p.**
+        self.trees: List[str] = []           # the prefixes p of the tree removals
+
+    def __len__(self) -> int:
+        return len(self.sets) + len(self.touches) + len(self.removes)
+
+    def covers(self, k: str) -> bool:
+        return any(k == p or k.startswith(p + ".") for p in self.trees)
+
+
+class MergingWriter:
+    """Client-side merging of writes, like dconf's ``dconf_client_write_fast``
+    (docs/dbus.md "Merging writes"). At most one ``Commit`` of this writer is
+    in flight: a write issued while none is goes out at once (from the
+    writer's sending thread) as its own ``Commit``; the writes issued while
+    one is in flight are merged into one pending batch, sent as a single
+    ``Commit`` when the reply arrives. A burst of N writes takes a few
+    ``Commit`` s, not N.
+
+    Merging keeps the result of applying the writes one by one in the order
+    they were issued (last write per keypath wins): a set of ``k`` replaces
+    an earlier set or remove of ``k`` in the batch; a remove of ``k``
+    replaces an earlier set of ``k``, a tree removal ``p.**`` drops the
+    earlier sets of ``p`` and its descendants; touches accumulate (a touch
+    never changes a value); a set of a keypath covered by a tree removal
+    already in the batch starts a new batch (a ``Commit`` applies removes
+    after sets). A batch also closes at ``max_batch_keypaths`` entries (keep
+    it at most the service's ``max-keypaths-per-call``, 4096 by default); one
+    :meth:`write` is never split.
+
+    What merging gives up: a batch is one transaction (one id, one
+    ``Notify`` per observer, net change over the batch), and one failure
+    fails every write of its batch. Values and keypaths are checked when a
+    write is issued, so a malformed one is refused to its caller alone.
+
+    Thread-safe: any thread may write; each write returns the
+    :class:`MergedWrite` of its batch. Use it as a context manager to flush
+    and close at the end of a block.
+    """
+
+    def __init__(self, client: Client, max_batch_keypaths: int = 4096):
+        if not isinstance(max_batch_keypaths, int) or max_batch_keypaths < 1:
+            raise InvalidArgument("max_batch_keypaths: a positive int")
+        self.client = client
+        self.max_batch_keypaths = max_batch_keypaths
+        #: Commits sent so far
+        self.commits = 0
+        #: writes accepted so far
+        self.writes = 0
+        self._cv = threading.Condition(threading.Lock())
+        self._queue: Deque[_Batch] = deque()
+        self._in_flight: Optional[_Batch] = None
+        self._batches = 0
+        self._unreported: Optional[OrdoError] = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="ordo-merging-writer", daemon=True)
+        self._thread.start()
+
+    def __enter__(self) -> "MergingWriter":
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        try:
+            if exc_type is None:
+                self.flush()
+        finally:
+            self.close()
+
+    @property
+    def idle(self) -> bool:
+        """Whether nothing is pending or in flight."""
+        with self._cv:
+            return self._in_flight is None and not self._queue
+
+    def set(self, keypath: str, value: Value) -> MergedWrite:
+        """Sets one value (merged)."""
+        return self.write(set={keypath: value})
+
+    def touch(self, keypath: str) -> MergedWrite:
+        """Touches one keypath (merged)."""
+        return self.write(touch=[keypath])
+
+    def remove(self, keypath: str) -> MergedWrite:
+        """Removes one value, or a tree with ``p.**`` (merged)."""
+        return self.write(remove=[keypath])
+
+    def write(self, set: Optional[Mapping[str, Value]] = None, touch: Iterable[str] = (),
+              remove: Iterable[str] = ()) -> MergedWrite:
+        """Issues one write -- sets, then touches, then removes, as one
+        ``Commit`` would apply them -- merged into the pending batch. Returns
+        the :class:`MergedWrite` of the batch it joined. Raises, accepting
+        nothing, for a malformed keypath or value, an empty write or a closed
+        writer."""
+        sets, touches, removes = _writes_body(set, touch, remove)
+        for k in sets:
+            _check_keypath(k, "set")
+        for k in touches:
+            _check_keypath(k, "touch")
+        for k in removes:
+            _check_keypath(k[:-3] if k.endswith(".**") else k, "remove")
+        size = len(sets) + len(touches) + len(removes)
+        if size == 0:
+            raise InvalidArgument("a merged write needs at least one set, touch or remove")
+        with self._cv:
+            if self._closed:
+                raise ConnectionLost("the merging writer is closed")
+            b = self._queue[-1] if self._queue else None
+            if b is None or len(b) + size > self.max_batch_keypaths or any(b.covers(k) for k in sets):
+                b = _Batch(MergedWrite(self._batches))
+                self._batches += 1
+                self._queue.append(b)
+                self._cv.notify_all()
+            for k, v in sets.items():
+                b.removes.pop(k, None)
+                b.sets[k] = v
+            for k in touches:
+                b.touches[k] = None
+            for k in removes:
+                if k.endswith(".**"):
+                    p = k[:-3]
+                    if p not in b.trees:
+                        b.trees.append(p)
+                    for s in [s for s in b.sets if s == p or s.startswith(p + ".")]:
+                        del b.sets[s]
+                else:
+                    b.sets.pop(k, None)
+                b.removes[k] = None
+            self.writes += 1
+            return b.ticket
+
+    def flush(self, timeout: Optional[float] = None) -> None:
+        """Waits until every write issued so far is answered; raises the first
+        failure of a batch since the previous flush (each
+        :class:`MergedWrite` says which failed). ``timeout``: seconds (None:
+        as long as the Commits take; each has the client's timeout)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cv:
+            while self._in_flight is not None or self._queue:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise Timeout(f"flush: writes still pending after {timeout:g} s")
+                self._cv.wait(left)
+            e, self._unreported = self._unreported, None
+        if e is not None:
+            raise e
+
+    def close(self) -> None:
+        """Stops the sending thread after the writes issued so far were sent
+        and answered; further writes raise."""
+        with self._cv:
+            self._closed = True
+            self._cv.notify_all()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=self.client.timeout + 5)
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._queue and not self._closed:
+                    self._cv.wait()
+                if not self._queue:
+                    return
+                b = self._queue.popleft()
+                self._in_flight = b
+                self.commits += 1
+            txn: Optional[int] = None
+            error: Optional[OrdoError] = None
+            try:
+                txn = self.client.call("Commit", "a{sv}asas", b.sets, list(b.touches), list(b.removes))[0]
+            except OrdoError as e:
+                error = e
+            except Exception as e:  # noqa: BLE001 -- never lose a batch's outcome
+                error = DBus(f"Commit of batch {b.ticket.batch} failed: {e!r}")
+            b.ticket._resolve(txn, error)
+            with self._cv:
+                self._in_flight = None
+                if error is not None and self._unreported is None:
+                    self._unreported = error
+                self._cv.notify_all()
