@@ -420,6 +420,43 @@ ordo_status ordo_unregister(ordo_bus *bus, uint64_t id);
 uint64_t    ordo_current_contract(ordo_bus *bus);
 
 /* ------------------------------------------------------------------------ */
+/* Resynchronization (SPEC §10)                                              */
+/* ------------------------------------------------------------------------ */
+
+/** A value as ordo_changes reports it: type says which field holds it.
+ *  Strings and bytes are valid only during the callback. */
+typedef struct ordo_value {
+  ordo_type type;
+  bool b;
+  int64_t i;
+  double d;
+  const char *s;        /* NUL-terminated UTF-8 */
+  const void *bytes;
+  size_t len;           /* of bytes */
+} ordo_value;
+
+/** Called once per changed keypath by ordo_changes: value is NULL when the
+ *  keypath holds no value (removed, or only touched); counter and
+ *  changed_at are its counter and the id of the last transaction that
+ *  changed it. */
+typedef void (*ordo_change_callback)(const char *keypath, const ordo_value *value, uint64_t counter,
+                                     uint64_t changed_at, void *user_data);
+
+/** What changed after transaction since among the keypaths matching the
+ *  patterns (one consistent read): callback is called for each, in keypath
+ *  order, without the bus's lock; *out_txn (may be NULL) receives the last
+ *  committed id, the since of the next catch-up. Returns ORDO_OK,
+ *  ORDO_E_INVALID_ARGUMENT (bus or callback NULL, patterns NULL with a
+ *  count, since after the last committed id: another epoch),
+ *  ORDO_E_INVALID_KEYPATH, or in a callback ORDO_E_CONTRACT_VIOLATION. */
+ordo_status ordo_changes(ordo_bus *bus, uint64_t since, const char *const *patterns, size_t n_patterns,
+                         ordo_change_callback callback, void *user_data, uint64_t *out_txn);
+
+/** The bus's epoch (a UUID; SPEC §10) in *out, freed with ordo_free.
+ *  Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT or ORDO_E_INTERNAL. */
+ordo_status ordo_get_epoch(ordo_bus *bus, char **out);
+
+/* ------------------------------------------------------------------------ */
 /* Devtools: contract information and pass traces (docs/devtools.md)         */
 /* ------------------------------------------------------------------------ */
 

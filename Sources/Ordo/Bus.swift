@@ -490,6 +490,7 @@ public final class Bus: @unchecked Sendable {
       store.forEachNode(matching: p) { n in
         guard n.changedAt > since, n.counter > 0 else { return }
         out.counters[n.key] = n.counter
+        out.changedAt[n.key] = n.changedAt
         if let v = store.journal.committedValue(n) { out.values[n.key] = v } else { out.removed.insert(n.key) }
       }
     }
@@ -745,6 +746,9 @@ public struct Changes: Sendable, Hashable {
   public var removed: Set<String> = []
   /// The counter of every keypath in `values` and `removed`.
   public var counters: [String: UInt64] = [:]
+  /// The changed-at of every keypath in `values` and `removed`: the id of
+  /// the last committed transaction that changed it.
+  public var changedAt: [String: UInt64] = [:]
   /// The last committed transaction id: the `since` of the next catch-up.
   public var transaction: UInt64
 

@@ -133,17 +133,19 @@ func outArg<T>(_ p: UnsafeMutablePointer<T>?, _ name: String) throws(OrdoError) 
 }
 
 /// An array of `n` C strings (NULL allowed when `n` is 0).
+/// `owner` prefixes the names in messages ("spec->" for a contract spec's
+/// fields, "" for a function's arguments).
 func stringArray(
-  _ array: UnsafePointer<UnsafePointer<CChar>?>?, _ n: Int, _ what: String, code: OrdoError.Code
+  _ array: UnsafePointer<UnsafePointer<CChar>?>?, _ n: Int, _ what: String, code: OrdoError.Code, owner: String = "spec->"
 ) throws(OrdoError) -> [String] {
   if n == 0 { return [] }
   guard n > 0 else { throw invalid("n_\(what) is \(UInt(bitPattern: n)), which is not a valid count") }
-  guard let array else { throw invalid("spec->\(what) is NULL but spec->n_\(what) is \(n)") }
+  guard let array else { throw invalid("\(owner)\(what) is NULL but \(owner)n_\(what) is \(n)") }
   var out: [String] = []
   out.reserveCapacity(n)
   for i in 0..<n {
-    guard let p = array[i] else { throw invalid("spec->\(what)[\(i)] is NULL (spec->n_\(what) is \(n))") }
-    out.append(try stringArg(p, "spec->\(what)[\(i)]", code: code))
+    guard let p = array[i] else { throw invalid("\(owner)\(what)[\(i)] is NULL (\(owner)n_\(what) is \(n))") }
+    out.append(try stringArg(p, "\(owner)\(what)[\(i)]", code: code))
   }
   return out
 }

@@ -357,7 +357,10 @@ private func runService(_ service: DBusService) -> () -> Void {
   #expect(try client.commit(touch: ["d.t"]) == 3)
   #expect(try client.transaction == 3)
   let ch = try client.changes(since: 1, patterns: ["d.*"])
-  #expect(ch == (try bus.changes(since: 1, ["d.*"])))
+  // D-Bus `Changes` carries no changed-at (the core's result does).
+  var direct = try bus.changes(since: 1, ["d.*"])
+  direct.changedAt = [:]
+  #expect(ch == direct)
   #expect(ch.values == ["d.c": .bool(true)])
   #expect(ch.removed == ["d.b", "d.t"])
   #expect(ch.counters == ["d.b": 2, "d.c": 1, "d.t": 1])

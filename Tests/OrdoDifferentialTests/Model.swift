@@ -521,6 +521,7 @@ final class Model {
     var out = Changes(transaction: lastTxn)
     for (k, at) in changedAt where at > since && patterns.contains(where: { Naive.matches($0, k) }) {
       out.counters[k] = counters[k]
+      out.changedAt[k] = at
       if let v = committedValue(k) { out.values[k] = v } else { out.removed.insert(k) }
     }
     return out

@@ -51,6 +51,7 @@ struct BusReplay {
     var c = Changes(transaction: last)
     for (k, at) in changedAt where at > since {
       c.counters[k] = counters[k]
+      c.changedAt[k] = at
       if let v = values[k] { c.values[k] = v } else { c.removed.insert(k) }
     }
     return c
