@@ -66,8 +66,6 @@ final class Journal {
   /// compared again (see ``Store/reset()``).
   private(set) var wrapped = false
 
-  var isEmpty: Bool { records.isEmpty }
-
   /// The index of the node's record in this transaction, if it has one.
   @inline(__always)
   func index(_ n: KeyNode) -> Int? {

@@ -201,20 +201,11 @@ final class Store {
     switch try target(k) {
     case .node(let found): n = found.object
     case .new(let k, let parts, _):
+      // Pinned, so never pruned (it stays in `created` until the next reset).
       n = create(k, parts)
-      // Created outside the journal's accounting: a pinned node is never
-      // pruned, so it need not stay in `created`.
-      if journal.isEmpty { journal.created.removeAll(keepingCapacity: true) }
     }
     n.pinned = true
     return n
-  }
-
-  /// Segment ids of a keypath without creating anything. Throws for an
-  /// invalid keypath.
-  func ids(_ k: String) throws(OrdoError) -> [UInt32] {
-    if let n = existing(k) { return n.ids }
-    return try Keypath.parse(k, allowWildcards: false).segments.map { segments.lookup($0) }
   }
 
   /// Compiles a pattern against the segment table, interning its segments.
