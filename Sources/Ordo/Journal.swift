@@ -5,16 +5,22 @@
 /// lookup needs no hashing and a new transaction invalidates every stamp
 /// by bumping the serial.
 final class Journal {
-  /// One node's part in the transaction.
+  /// One node's part in the transaction. Plain data (no reference-counted
+  /// field), so that appending, copying and dropping records costs no
+  /// reference counting: a scalar start value is kept inline, a string or
+  /// bytes in ``Journal/originals``.
   struct Record {
     /// Not retained: the node is in the store's tree, or in ``created``,
     /// until ``reset()`` drops the records.
     let node: Unretained<KeyNode>
-    /// Where the node's value at the start of the transaction is in
-    /// ``Journal/originals`` (-1: not saved). Kept apart so that a record is
-    /// plain data, copied without reference counting.
-    var original: Int32 = -1
-    var hasOriginal: Bool { original >= 0 }
+    /// The node's value at the start of the transaction, once saved (it is
+    /// saved by the first write that alters it).
+    var original = Saved()
+    var hasOriginal: Bool { original.kind != .none }
+    /// Its value differs from the start (presence, type or content, doubles
+    /// bit for bit): kept up to date by every write, so that the pass and
+    /// the commit read a flag instead of comparing values (SPEC §2).
+    var changed = false
     /// Written as a keypath (set, touch, remove, removeTree's target), not
     /// only reached by a removeTree of an ancestor.
     var written = false
@@ -30,6 +36,16 @@ final class Journal {
     var mark: UInt32 = 0
 
     init(node: KeyNode) { self.node = Unretained(node) }
+  }
+
+  /// A saved start value: a scalar inline, a string or bytes as an index
+  /// into ``Journal/originals``.
+  struct Saved {
+    enum Kind: UInt8 {
+      case none, absent, bool, int64, double, boxed
+    }
+    var kind = Kind.none
+    var bits: UInt64 = 0
   }
 
   /// The rare parts of a record, kept apart so that a record holds no
@@ -48,9 +64,9 @@ final class Journal {
 
   /// Identifies the running transaction in node stamps.
   private(set) var serial: UInt32 = 1
-  /// The saved start values, for records whose ``Record/original`` is set
-  /// (unchecked: see ``records``).
-  @exclusivity(unchecked) private var originals = ContiguousArray<Value?>()
+  /// The saved start values that are strings or bytes, for records whose
+  /// ``Record/original`` is ``Saved/Kind/boxed`` (unchecked: see ``records``).
+  @exclusivity(unchecked) private var originals = ContiguousArray<Value>()
   /// In first-touch order.
   // Read and written by every write and every pass step. Without
   // @exclusivity(unchecked) on it and on ``originals`` the delivery workload
@@ -75,7 +91,47 @@ final class Journal {
   /// The start value of record `i`'s node (nil when it held none, or when
   /// it was not saved: its value did not change).
   @inline(__always)
-  func original(_ i: Int) -> Value? { records[i].hasOriginal ? originals[Int(records[i].original)] : nil }
+  func original(_ i: Int) -> Value? { value(of: records[i].original) }
+
+  /// A saved value as a value (nil for an absent or unsaved one).
+  @inline(__always)
+  private func value(of s: Saved) -> Value? {
+    switch s.kind {
+    case .none, .absent: nil
+    case .bool: .bool(s.bits != 0)
+    case .int64: .int64(Int64(bitPattern: s.bits))
+    case .double: .double(Double(bitPattern: s.bits))
+    case .boxed: originals[Int(s.bits)]
+    }
+  }
+
+  /// Saves a value: a scalar inline, a string or bytes in ``originals``.
+  @inline(__always)
+  private func save(_ v: Value?) -> Saved {
+    switch v {
+    case nil: return Saved(kind: .absent)
+    case .bool(let x)?: return Saved(kind: .bool, bits: x ? 1 : 0)
+    case .int64(let x)?: return Saved(kind: .int64, bits: UInt64(bitPattern: x))
+    case .double(let x)?: return Saved(kind: .double, bits: x.bitPattern)
+    case let boxed?:
+      originals.append(boxed)
+      return Saved(kind: .boxed, bits: UInt64(originals.count - 1))
+    }
+  }
+
+  /// Whether `v` equals a saved value (SPEC §2: presence, type, content;
+  /// doubles bit for bit).
+  @inline(__always)
+  private func same(_ s: Saved, _ v: Value?) -> Bool {
+    switch (s.kind, v) {
+    case (.absent, nil): true
+    case (.bool, .bool(let x)?): (s.bits != 0) == x
+    case (.int64, .int64(let x)?): s.bits == UInt64(bitPattern: x)
+    case (.double, .double(let x)?): s.bits == x.bitPattern
+    case (.boxed, let v?): Value.same(originals[Int(s.bits)], v)
+    default: false
+    }
+  }
 
   /// Accesses a record.
   @inline(__always)
@@ -105,23 +161,17 @@ final class Journal {
   }
 
   /// Records a write to `n` (or, not `asKeypath`, a value a removeTree of
-  /// an ancestor removes) in one access to its record, saving its value as
-  /// the original first when asked and not yet saved. Returns the record's
-  /// index.
+  /// an ancestor removes) in one access to its record. Returns the record's
+  /// index. A write that alters the node's value calls ``altering(_:to:)``
+  /// first and ``altered(_:to:)`` after.
   @inline(__always)
-  func write(
-    _ n: KeyNode, external: Bool, ownValue: Bool, touched: Bool, saveOriginal: Bool, asKeypath: Bool = true
-  ) -> Int {
+  func write(_ n: KeyNode, external: Bool, ownValue: Bool, touched: Bool, asKeypath: Bool = true) -> Int {
     if let i = index(n) {
       records.withUnsafeMutableBufferPointer { p in
         if asKeypath { p[i].written = true }
         if external { p[i].external = true }
         if ownValue { p[i].ownValue = true }
         if touched { p[i].touched = true }
-        if saveOriginal && !p[i].hasOriginal {
-          p[i].original = Int32(originals.count)
-          originals.append(n.value)
-        }
       }
       return i
     }
@@ -130,23 +180,29 @@ final class Journal {
     r.external = external
     r.ownValue = ownValue
     r.touched = touched
-    if saveOriginal {
-      r.original = Int32(originals.count)
-      originals.append(n.value)
-    }
     records.append(r)
     let i = records.count - 1
     n.journalStamp = UInt64(serial) << 32 | UInt64(i)
     return i
   }
 
+  /// Before a write alters the value of record `i`'s node: saves that value
+  /// as the start value when it is not saved yet.
+  @inline(__always)
+  func altering(_ i: Int, from old: Value?) {
+    if !records[i].hasOriginal { records[i].original = save(old) }
+  }
+
+  /// After a write altered the value of record `i`'s node to `v`: whether it
+  /// now differs from the start.
+  @inline(__always)
+  func altered(_ i: Int, to v: Value?) {
+    records[i].changed = !same(records[i].original, v)
+  }
+
   /// Whether the node of record `i` holds another value than at the start.
   @inline(__always)
-  func netChanged(_ i: Int) -> Bool {
-    let o = Int(records[i].original)
-    guard o >= 0 else { return false }
-    return records[i].node.with { n in !Value.same(originals[o], n.value) }
-  }
+  func netChanged(_ i: Int) -> Bool { records[i].changed }
 
   /// Whether its own value changed (not counting a removeTree's descendants).
   @inline(__always)
@@ -174,7 +230,7 @@ final class Journal {
   /// The value as at the start of the transaction.
   @inline(__always)
   func committedValue(_ n: KeyNode) -> Value? {
-    if let i = index(n), records[i].hasOriginal { return originals[Int(records[i].original)] }
+    if let i = index(n), records[i].hasOriginal { return value(of: records[i].original) }
     return n.value
   }
 

@@ -407,6 +407,16 @@ struct Schedule {
     return top
   }
 
+  private static func inOrder(_ list: [Ref]) -> Bool {
+    guard var previous = list.first.map(key) else { return true }
+    for r in list.dropFirst() {
+      let k = key(r)
+      if k < previous { return false }
+      previous = k
+    }
+    return true
+  }
+
   /// The next contract in pass order, unretained.
   mutating func pop() -> Unretained<ContractState>? {
     if !added.isEmpty {
@@ -414,7 +424,9 @@ struct Schedule {
         // Swap the buffers (no copy): `run` is empty and keeps its capacity.
         run.removeAll(keepingCapacity: true)
         swap(&run, &added)
-        run.sort { Schedule.key($0) < Schedule.key($1) }
+        // Often already in order (readers registered in the order their
+        // keypaths were written): one scan instead of a sort.
+        if !Schedule.inOrder(run) { run.sort { Schedule.key($0) < Schedule.key($1) } }
         next = 0
       } else {
         for c in added { heapPush(c) }

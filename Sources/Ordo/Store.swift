@@ -237,24 +237,34 @@ final class Store {
     switch op {
     case .set(let v):
       altered = !Value.same(n.value, v)
-      i = journal.write(n, external: external, ownValue: true, touched: false, saveOriginal: altered)
-      if altered { setValue(n, v) }
+      i = journal.write(n, external: external, ownValue: true, touched: false)
+      if altered {
+        journal.altering(i, from: n.value)
+        setValue(n, v)
+        journal.altered(i, to: v)
+      }
     case .remove:
       altered = n.value != nil
-      i = journal.write(n, external: external, ownValue: true, touched: false, saveOriginal: altered)
-      if altered { setValue(n, nil) }
+      i = journal.write(n, external: external, ownValue: true, touched: false)
+      if altered {
+        journal.altering(i, from: n.value)
+        setValue(n, nil)
+        journal.altered(i, to: nil)
+      }
     case .touch:
       // Every touch is news to the readers after the writer (the value
       // lives in the host), even when the keypath was touched before.
       altered = true
-      i = journal.write(n, external: external, ownValue: false, touched: true, saveOriginal: false)
+      i = journal.write(n, external: external, ownValue: false, touched: true)
     case .removeTree:
       var removedAny = false
-      i = journal.write(n, external: external, ownValue: false, touched: false, saveOriginal: false)
+      i = journal.write(n, external: external, ownValue: false, touched: false)
       n.forEachInSubtree { d in
         guard d.value != nil else { return }
-        let j = journal.write(d, external: false, ownValue: false, touched: false, saveOriginal: true, asKeypath: false)
+        let j = journal.write(d, external: false, ownValue: false, touched: false, asKeypath: false)
+        journal.altering(j, from: d.value)
         setValue(d, nil)
+        journal.altered(j, to: nil)
         removedAny = true
         journal.addRemoved(i, j)
       }
