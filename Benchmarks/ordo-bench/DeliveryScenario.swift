@@ -146,6 +146,25 @@ func runDelivery(_ s: Settings) throws -> [BenchResult] {
   var lockedValues = [Int64](repeating: 0, count: n)
   var lockedTransactions = 0
 
+  // The floor of SPEC §2–§5 for this workload (MinimalPass.swift): with
+  // Ordo's threading design, and single-threaded.
+  let minimalSink = Sink()
+  let minimal = MinimalPass(keys: ordo.keys, locked: true) { _ in minimalSink.calls &+= 1 }
+  let unlockedSink = Sink()
+  let unlocked = MinimalPass(keys: ordo.keys, locked: false) { _ in unlockedSink.calls &+= 1 }
+  var minimalTransactions = 0, unlockedTransactions = 0
+  func runMinimal(_ pass: MinimalPass, _ ops: Int, _ transactions: inout Int) -> UInt64 {
+    let t0 = nowNS()
+    for _ in 0..<ops {
+      v &+= 1
+      pass.begin()
+      for i in 0..<n { pass.set(i, v) }
+      pass.commit()
+    }
+    transactions += ops
+    return nowNS() - t0
+  }
+
   var v: Int64 = 0
   let variants = [
     Variant("ordo") { ops in try ordo.run(ops) },
@@ -188,6 +207,8 @@ func runDelivery(_ s: Settings) throws -> [BenchResult] {
       floorTransactions += ops
       return nowNS() - t0
     },
+    Variant("minimal-pass") { ops in runMinimal(minimal, ops, &minimalTransactions) },
+    Variant("minimal-pass-unlocked") { ops in runMinimal(unlocked, ops, &unlockedTransactions) },
     Variant("locked-indirect-calls") { ops in
       let t0 = nowNS()
       for _ in 0..<ops {
@@ -218,6 +239,9 @@ func runDelivery(_ s: Settings) throws -> [BenchResult] {
   check(obsSink.calls == n * obsTransactions, "delivery: Observation made \(obsSink.calls) calls")
   check(floorSink.calls == n * floorTransactions, "delivery: floor made \(floorSink.calls) calls")
   check(lockedSink.calls == n * lockedTransactions, "delivery: locked floor made \(lockedSink.calls) calls")
+  check(minimalSink.calls == n * minimalTransactions, "delivery: minimal pass made \(minimalSink.calls) calls")
+  check(unlockedSink.calls == n * unlockedTransactions, "delivery: unlocked minimal pass made \(unlockedSink.calls) calls")
+  check(minimalTransactions == 0 || (0..<n).allSatisfy { minimal.counter($0) == UInt64(minimalTransactions) }, "delivery: minimal pass counters")
   check(lockedValues.allSatisfy { $0 != 0 } || lockedTransactions == 0, "delivery: locked floor stored nothing")
   for t in tokens { center.removeObserver(t) }
 
@@ -226,13 +250,29 @@ func runDelivery(_ s: Settings) throws -> [BenchResult] {
   var h = BenchResult(
     scenario: "delivery-handles", metric: "ns_per_change", ordo: m["ordo-handles"],
     target: "vs notificationcenter >= 10, vs indirect-calls <= 2", met: nil)
-  for name in ["notificationcenter", "indirect-calls", "locked-indirect-calls", "ordo"] { h.comparators.append((name, m[name])) }
+  for name in ["notificationcenter", "indirect-calls", "locked-indirect-calls", "minimal-pass", "minimal-pass-unlocked", "ordo"] {
+    h.comparators.append((name, m[name]))
+  }
   let hnc = m.ratio("notificationcenter", "ordo-handles"), hfloor = m.ratio("ordo-handles", "indirect-calls")
   h.ratios = [
     ("vs notificationcenter", hnc), ("vs indirect-calls", hfloor), ("vs locked-indirect-calls", m.ratio("ordo-handles", "locked-indirect-calls")),
-    ("strings vs handles", m.ratio("ordo", "ordo-handles")),
+    ("strings vs handles", m.ratio("ordo", "ordo-handles")), ("vs minimal-pass", m.ratio("ordo-handles", "minimal-pass")),
   ]
   h.met = hnc >= 10 && hfloor <= 2
+  // What the floor itself reaches: a target it misses is out of reach.
+  var f = BenchResult(
+    scenario: "delivery-floor", metric: "ns_per_change", ordo: m["minimal-pass"],
+    target: "reported: notificationcenter / minimal-pass is the best any bus of this design reaches", met: nil)
+  f.comparators = [
+    ("notificationcenter", m["notificationcenter"]), ("indirect-calls", m["indirect-calls"]),
+    ("minimal-pass-unlocked", m["minimal-pass-unlocked"]), ("ordo-handles", m["ordo-handles"]),
+  ]
+  f.ratios = [
+    ("notificationcenter vs minimal-pass", m.ratio("notificationcenter", "minimal-pass")),
+    ("notificationcenter vs minimal-pass-unlocked", m.ratio("notificationcenter", "minimal-pass-unlocked")),
+    ("minimal-pass vs indirect-calls", m.ratio("minimal-pass", "indirect-calls")),
+    ("minimal-pass-unlocked vs indirect-calls", m.ratio("minimal-pass-unlocked", "indirect-calls")),
+  ]
   let nc = m.ratio("notificationcenter", "ordo"), obs = m.ratio("observation", "ordo")
   r.ratios = [
     ("vs notificationcenter", nc), ("vs observation", obs), ("vs indirect-calls", m.ratio("ordo", "indirect-calls")),
@@ -252,7 +292,7 @@ func runDelivery(_ s: Settings) throws -> [BenchResult] {
     ("vs indirect-calls", m.ratio("ordo-typed", "indirect-calls")),
   ]
   typed.met = typedVsHandles <= 1.1
-  return [r, h, typed, t]
+  return [r, h, f, typed, t]
 }
 
 /// Scenario 3: coalescing. 100 contracts, contract `j` reading keypath
