@@ -65,14 +65,18 @@ final class Journal {
   /// Identifies the running transaction in node stamps.
   private(set) var serial: UInt32 = 1
   /// The saved start values that are strings or bytes, for records whose
-  /// ``Record/original`` is ``Saved/Kind/boxed`` (unchecked: see ``records``).
+  /// ``Record/original`` is ``Saved/Kind/boxed`` (unchecked: every write and pass step may touch it; only with the bus's lock held).
   @exclusivity(unchecked) private var originals = ContiguousArray<Value>()
-  /// In first-touch order.
-  // Read and written by every write and every pass step. Without
-  // @exclusivity(unchecked) on it and on ``originals`` the delivery workload
-  // (`ordo-bench --profile delivery`, callgrind) runs 39 % more
-  // instructions; both are only touched with the bus's lock held.
-  @exclusivity(unchecked) private(set) var records = ContiguousArray<Record>()
+  /// In first-touch order: `count` records from `records`. A buffer of
+  /// its own rather than an array: every write appends or updates a record
+  /// and every pass step reads one, and an array's uniqueness and
+  /// exclusivity checks cost the delivery workload (`ordo-bench --profile
+  /// delivery-handles`, callgrind) 9 % more instructions (a separate buffer
+  /// class, 3 % more). Only touched with the bus's lock held.
+  private var records: UnsafeMutablePointer<Record>
+  private var capacity = 64
+  /// The number of records.
+  private(set) var count = 0
   /// Run, last first, when the transaction is rolled back.
   var undo: [@Sendable () -> Void] = []
   /// Nodes created by this transaction, in creation order (parents first),
@@ -81,6 +85,30 @@ final class Journal {
   /// The serial wrapped: every node's stamp must be cleared before it is
   /// compared again (see ``Store/reset()``).
   private(set) var wrapped = false
+
+  init() { records = .allocate(capacity: capacity) }
+
+  deinit {
+    records.deinitialize(count: count)
+    records.deallocate()
+  }
+
+  /// Appends a record; returns its index.
+  @inline(__always)
+  private func append(_ r: Record) -> Int {
+    if count == capacity { grow() }
+    (records + count).initialize(to: r)
+    count += 1
+    return count - 1
+  }
+
+  private func grow() {
+    let bigger = UnsafeMutablePointer<Record>.allocate(capacity: capacity * 2)
+    bigger.moveInitialize(from: records, count: count)
+    records.deallocate()
+    records = bigger
+    capacity *= 2
+  }
 
   /// The index of the node's record in this transaction, if it has one.
   @inline(__always)
@@ -167,12 +195,11 @@ final class Journal {
   @inline(__always)
   func write(_ n: KeyNode, external: Bool, ownValue: Bool, touched: Bool, asKeypath: Bool = true) -> Int {
     if let i = index(n) {
-      records.withUnsafeMutableBufferPointer { p in
-        if asKeypath { p[i].written = true }
-        if external { p[i].external = true }
-        if ownValue { p[i].ownValue = true }
-        if touched { p[i].touched = true }
-      }
+      let r = records + i
+      if asKeypath { r.pointee.written = true }
+      if external { r.pointee.external = true }
+      if ownValue { r.pointee.ownValue = true }
+      if touched { r.pointee.touched = true }
       return i
     }
     var r = Record(node: n)
@@ -180,8 +207,7 @@ final class Journal {
     r.external = external
     r.ownValue = ownValue
     r.touched = touched
-    records.append(r)
-    let i = records.count - 1
+    let i = append(r)
     n.journalStamp = UInt64(serial) << 32 | UInt64(i)
     return i
   }
@@ -237,7 +263,8 @@ final class Journal {
   /// Forgets the transaction. The records go before ``created``, which may
   /// free nodes they name.
   func reset() {
-    records.removeAll(keepingCapacity: true)
+    records.deinitialize(count: count)
+    count = 0
     originals.removeAll(keepingCapacity: true)
     if !lists.isEmpty { lists.removeAll() }
     if serial == UInt32.max {

@@ -59,7 +59,7 @@ final class PassRunner {
     if !traceListeners.isEmpty { recorder = TraceRecorder() }
     var anyChanged = false
     // Schedule the readers of what changed, evaluated before any callback.
-    for i in 0..<journal.records.count where journal[i].written && journal.isChanged(i) {
+    for i in 0..<journal.count where journal[i].written && journal.isChanged(i) {
       anyChanged = true
       // A contract's own initial-call writes do not schedule it; a keypath
       // also written by another contract (or outside callbacks) does.
@@ -93,7 +93,7 @@ final class PassRunner {
     gate.phase = .pass(txn: 0, call: nil)
     callInitial(c)
     var anyChanged = false
-    for i in 0..<journal.records.count where journal[i].written && journal.isChanged(i) {
+    for i in 0..<journal.count where journal[i].written && journal.isChanged(i) {
       anyChanged = true
       break
     }
@@ -215,7 +215,7 @@ final class PassRunner {
   /// Every keypath written in the transaction that still counts as changed.
   private func changedKeys() -> [String] {
     var keys: [String] = []
-    for i in 0..<journal.records.count where journal[i].written && journal.isChanged(i) {
+    for i in 0..<journal.count where journal[i].written && journal.isChanged(i) {
       keys.append(journal[i].node.with { $0.key })
     }
     return keys
@@ -281,7 +281,7 @@ final class PassRunner {
   private func changedKeypaths(for c: ContractState) -> ChangedKeypaths {
     if c.kind == .everyTransaction {
       var keys: [String] = []
-      for i in 0..<journal.records.count where journal[i].written && journal.isChanged(i) {
+      for i in 0..<journal.count where journal[i].written && journal.isChanged(i) {
         keys.append(journal[i].node.with { $0.key })
       }
       return ChangedKeypaths(keys)

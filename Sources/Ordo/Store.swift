@@ -285,7 +285,7 @@ final class Store {
   /// transaction `txn`, with their state after it (for a commit hook).
   func pendingChanges(_ txn: UInt64) -> [KeyState] {
     var out: [KeyState] = []
-    for i in 0..<journal.records.count where journal.counts(i) {
+    for i in 0..<journal.count where journal.counts(i) {
       journal[i].node.with { n in out.append(KeyState(keypath: n.key, value: n.value, counter: n.counter + 1, changedAt: txn)) }
     }
     return out
@@ -295,7 +295,7 @@ final class Store {
   /// changed-at is set, for every keypath that was touched or whose value
   /// differs from the start (SPEC §2).
   func commit(_ txn: UInt64) {
-    for i in 0..<journal.records.count where journal.counts(i) {
+    for i in 0..<journal.count where journal.counts(i) {
       journal[i].node.with { n in
         n.counter += 1
         n.changedAt = txn
@@ -308,7 +308,7 @@ final class Store {
   /// Restores every value of the transaction and forgets it. Returns the
   /// rollback actions to run (last first) without the lock.
   func rollback() -> [@Sendable () -> Void] {
-    for i in 0..<journal.records.count where journal.netChanged(i) {
+    for i in 0..<journal.count where journal.netChanged(i) {
       let original = journal.original(i)
       journal[i].node.with { setValue($0, original) }
     }
