@@ -56,8 +56,9 @@ extension Bus {
   /// Sets the value of the handle's keypath. Throws like ``set(_:_:)``, and
   /// ``OrdoError/Code/invalidArgument`` for a handle of another bus.
   public func set(_ handle: Handle, _ value: Value) throws(OrdoError) {
-    gate.lock.lock()
-    defer { gate.lock.unlock() }
+    let mutex = lockAddress
+    mutex.pointee._unsafeLock()
+    defer { mutex.pointee._unsafeUnlock() }
     try write(.node(Unretained(node(handle))), .set(value))
   }
 

@@ -70,11 +70,7 @@ final class PassRunner {
         let writers = journal.writers(i)
         skip = writers.count == 1 ? writers[0] : 0
       }
-      let n = journal[i].node
-      forEachReader(changedBy: i) { c in
-        guard c.registered && c.calledSerial != serial && c.id != skip else { return }
-        n.with { trigger(c, by: $0) }
-      }
+      scheduleReaders(changedBy: i, skip: skip)
     }
     guard anyChanged else { return discard() }
     let txn = store.lastTransaction + 1
@@ -143,6 +139,29 @@ final class PassRunner {
     }
     for j in journal.removed(i) where journal.netChanged(Int(j)) {
       journal[Int(j)].node.with { graph.forEachReader(matching: $0, body) }
+    }
+  }
+
+  /// Schedules, at the start of a pass, the readers that the change of
+  /// record `i`'s keypath affects, but `skip`. Without closures in the
+  /// common case (a closure here costs a retain and a release of the runner
+  /// per change).
+  @inline(__always)
+  private func scheduleReaders(changedBy i: Int, skip: ContractID) {
+    let node = journal[i].node
+    if journal[i].hasLists && !journal.removed(i).isEmpty && !journal.ownChange(i) {
+      forEachReader(changedBy: i) { c in
+        guard c.registered && c.calledSerial != serial && c.id != skip else { return }
+        node.with { trigger(c, by: $0) }
+      }
+      return
+    }
+    node.with { n in
+      switch graph.readers(n) {
+      case .none: break
+      case .one(let r): r.with { c in if c.registered && c.calledSerial != serial && c.id != skip { trigger(c, by: n) } }
+      case .many(let list): for c in list where c.registered && c.calledSerial != serial && c.id != skip { trigger(c, by: n) }
+      }
     }
   }
 
@@ -290,7 +309,10 @@ final class PassRunner {
     case .none:
       return []
     case .one(let u):
-      return u.with { n in journal.index(n).map(journal.isChanged) == true ? ChangedKeypaths(single: n.key) : [] }
+      return u.with { n in
+        guard let i = journal.index(n), journal.isChanged(i) else { return [] }
+        return ChangedKeypaths(single: n.key)
+      }
     case .many(let list):
       markSerial &+= 1
       var keys: [String] = []
