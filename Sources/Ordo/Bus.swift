@@ -17,8 +17,6 @@ import Synchronization
 /// (registration, order, levels) and the `PassRunner` (the pass).
 public final class Bus: @unchecked Sendable {
   let gate = Gate()
-  /// The gate's mutex (see ``MonitorLock/address``).
-  let lockAddress: UnsafeMutablePointer<Mutex<Void>>
   let store = Store()
   let contractGraph: ContractGraph
   let passes: PassRunner
@@ -32,7 +30,6 @@ public final class Bus: @unchecked Sendable {
 
   /// Makes an empty bus with a new epoch.
   public init() {
-    lockAddress = gate.lock.address
     contractGraph = ContractGraph(store: store)
     passes = PassRunner(gate: gate, store: store, graph: contractGraph)
     link.attach(self)

@@ -56,9 +56,8 @@ extension Bus {
   /// Sets the value of the handle's keypath. Throws like ``set(_:_:)``, and
   /// ``OrdoError/Code/invalidArgument`` for a handle of another bus.
   public func set(_ handle: Handle, _ value: Value) throws(OrdoError) {
-    let mutex = lockAddress
-    mutex.pointee._unsafeLock()
-    defer { mutex.pointee._unsafeUnlock() }
+    gate.lock.lock()
+    defer { gate.lock.unlock() }
     try write(.node(Unretained(node(handle))), .set(value))
   }
 

@@ -22,7 +22,7 @@ public final class HostedProperty<T: Equatable & Sendable>: @unchecked Sendable 
   private let link: BusLink
   /// The property's keypath.
   public let keypath: String
-  private let lock = MonitorLock()
+  private let lock: MonitorLock
   private var storage: T
 
   /// Binds a host value to a keypath of a bus.
@@ -30,10 +30,13 @@ public final class HostedProperty<T: Equatable & Sendable>: @unchecked Sendable 
   /// - Throws: ``OrdoError/Code/invalidKeypath`` for a malformed keypath.
   public init(bus: Bus, keypath: String, initial: T) throws(OrdoError) {
     _ = try Keypath(keypath)
+    lock = .make()
     self.link = bus.link
     self.keypath = keypath
     self.storage = initial
   }
+
+  deinit { lock.destroy() }
 
   /// Reads the value; inside a callback the keypath must be in the contract's
   /// read or write set (``OrdoError/Code/contractViolation`` otherwise).
