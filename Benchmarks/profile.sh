@@ -3,8 +3,11 @@
 #
 #   Benchmarks/profile.sh WORKLOAD [TOP]
 #
-# WORKLOAD: commit:N (the scale scenario's commits with N contracts),
-# delivery (scenario 2's transactions through the Swift API), register:N
+# WORKLOAD: commit:N (the scale scenario's commits with N contracts;
+# commit-handles:N and commit-typed:N the same through handles and typed
+# properties), delivery (scenario 2's transactions through the Swift API;
+# delivery-handles, delivery-typed the same through handles and typed
+# properties), register:N
 # (registrations of the memory scenario), or c-abi (scenario 2 through
 # libordo.so; needs `make bench` to have built .build-bench/ordo-c-bench).
 # Prints the instructions of the measured part by function, inclusive, with

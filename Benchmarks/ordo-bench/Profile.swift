@@ -26,6 +26,28 @@ import Ordo
   }
 }
 
+/// `commit-handles:N`: the same commits through handles.
+@inline(never) func profiledHandleCommits(_ bus: Bus, _ handles: [Handle], _ commits: Int) throws {
+  var rng = SplitMix(state: 3)
+  for v in 0..<commits {
+    let g = rng.below(handles.count / 10) * 10
+    bus.begin()
+    for k in g..<(g + 10) { try bus.set(handles[k], .int64(Int64(v))) }
+    try bus.commit()
+  }
+}
+
+/// `commit-typed:N`: the same commits through typed properties.
+@inline(never) func profiledTypedCommits(_ bus: Bus, _ properties: [Property<Int64>], _ commits: Int) throws {
+  var rng = SplitMix(state: 3)
+  for v in 0..<commits {
+    let g = rng.below(properties.count / 10) * 10
+    bus.begin()
+    for k in g..<(g + 10) { try properties[k].set(Int64(v)) }
+    try bus.commit()
+  }
+}
+
 /// `delivery`: transactions of the delivery scenario (1 000 changes each).
 @inline(never) func profiledTransactions(_ d: OrdoDelivery, _ n: Int) throws -> UInt64 {
   try d.run(n)
@@ -34,6 +56,11 @@ import Ordo
 /// `delivery-handles`: the same through handles.
 @inline(never) func profiledHandleTransactions(_ d: OrdoDelivery, _ n: Int) throws -> UInt64 {
   try d.runHandles(n)
+}
+
+/// `delivery-typed`: the same through typed properties.
+@inline(never) func profiledTypedTransactions(_ d: OrdoDelivery, _ n: Int) throws -> UInt64 {
+  try d.runTyped(n)
 }
 
 /// `register:N`: N registrations of contracts reading 3 keypaths (the memory
@@ -45,22 +72,30 @@ import Ordo
   }
 }
 
-/// Runs one workload: commit:N, delivery or register:N.
+/// Runs one workload: commit:N, commit-handles:N, commit-typed:N, delivery,
+/// delivery-handles, delivery-typed or register:N.
 func runProfile(_ workload: String) throws {
   let parts = workload.split(separator: ":")
   let n = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
-  switch parts.first ?? "" {
-  case "commit" where n >= 10:
+  let kind = parts.first ?? ""
+  switch kind {
+  case "commit" where n >= 10, "commit-handles" where n >= 10, "commit-typed" where n >= 10:
     let keys = (0..<n).map { "model.item\($0).value" }
     let bus = Bus()
     let sink = Sink()
     for i in 0..<n { try bus.register(name: "c\(i)", reads: [keys[i]]) { _ in sink.calls &+= 1 } }
     try bus.transaction { for k in keys { try bus.set(k, .int64(-1)) } }
+    let handles = kind == "commit" ? [] : try keys.map { try bus.resolve($0) }
+    let properties = kind == "commit-typed" ? try handles.map { try bus.property($0, as: Int64.self) } : []
     sink.calls = 0
     let t0 = nowNS()
-    try profiledCommits(bus, keys, 10_000)
-    check(sink.calls == 100_000, "profile commit: \(sink.calls) calls")
-    progress("profile commit:\(n): \(Double(nowNS() - t0) / 10_000) ns per commit")
+    switch kind {
+    case "commit-handles": try profiledHandleCommits(bus, handles, 10_000)
+    case "commit-typed": try profiledTypedCommits(bus, properties, 10_000)
+    default: try profiledCommits(bus, keys, 10_000)
+    }
+    check(sink.calls == 100_000, "profile \(kind): \(sink.calls) calls")
+    progress("profile \(kind):\(n): \(Double(nowNS() - t0) / 10_000) ns per commit")
   case "delivery":
     let d = try OrdoDelivery(1_000)
     _ = try d.run(5)
@@ -73,6 +108,12 @@ func runProfile(_ workload: String) throws {
     let t = try profiledHandleTransactions(d, 200)
     d.verify("profile delivery-handles")
     progress("profile delivery-handles: \(Double(t) / 200_000) ns per change")
+  case "delivery-typed":
+    let d = try OrdoDelivery(1_000)
+    _ = try d.runTyped(5)
+    let t = try profiledTypedTransactions(d, 200)
+    d.verify("profile delivery-typed")
+    progress("profile delivery-typed: \(Double(t) / 200_000) ns per change")
   case "register" where n > 0:
     let bus = Bus()
     let sink = Sink()
@@ -80,7 +121,7 @@ func runProfile(_ workload: String) throws {
     try profiledRegistrations(bus, n, sink)
     progress("profile register:\(n): \(Double(nowNS() - t0) / Double(n)) ns per registration")
   default:
-    eprint("ordo-bench: unknown profile workload \(workload): commit:N, delivery, delivery-handles or register:N\n")
+    eprint("ordo-bench: unknown profile workload \(workload): commit:N, commit-handles:N, commit-typed:N, delivery, delivery-handles, delivery-typed or register:N\n")
     exit(64)
   }
 }

@@ -20,7 +20,8 @@ let usage = """
     --ordod, --dbus-bench   ordod and the C observer program of the dbus scenario
     --host-bench            the C program publishing its own bus (dbus notify_per_s)
     --profile   run only Ordo's side of one workload, for a profiler:
-                commit:N, delivery, register:N (see Profile.swift)
+                commit:N, commit-handles:N, commit-typed:N, delivery,
+                delivery-handles, delivery-typed, register:N (see Profile.swift)
   """
 
 /// Progress on stderr, so stdout carries only the table.

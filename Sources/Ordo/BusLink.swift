@@ -19,16 +19,42 @@ final class BusLink: @unchecked Sendable {
   // Set in the bus's init, cleared in its deinit; read without a lock
   // (see above).
   private var ref: Unmanaged<Bus>?
+  /// The bus's identity (``Handle``'s bus), for the handles of properties.
+  private(set) var identity: UInt64 = 0
   /// Hooks that run once when the next pass ends. Bus lock held.
   var endOfPass: [@Sendable () -> Void] = []
   /// The contracts bound to an owner, with a weak reference to it. Bus
   /// lock held.
   var owned: [ContractID: WeakOwner] = [:]
+  /// Whether the bus made a typed property (bus lock held to set it).
+  var madeProperties = false
+  /// The nodes named by the bus's typed properties, kept from the bus's
+  /// deinit on (see ``Property``).
+  private var keptNodes: [KeyNode] = []
 
   init() {}
 
-  func attach(_ bus: Bus) { ref = .passUnretained(bus) }
-  func detach() { ref = nil }
+  func attach(_ bus: Bus) {
+    ref = .passUnretained(bus)
+    identity = bus.identity
+  }
+
+  /// Called first in the bus's deinit, while its store still holds its
+  /// nodes. A ``Property`` names its node without a reference count: while
+  /// the bus lives its store keeps the node (a property's node is pinned,
+  /// and pinned nodes are never pruned); from here on the link does, so a
+  /// property that outlives its bus can still name its keypath.
+  func detach() {
+    if madeProperties, let ref {
+      ref._withUnsafeGuaranteedRef { bus in
+        bus.store.root.forEachInSubtree { n in if n.pinned { keptNodes.append(n) } }
+      }
+    }
+    ref = nil
+    // Hooks of a bus that is gone never run; they may capture properties
+    // (which hold the link): release them now rather than with the link.
+    endOfPass = []
+  }
 
   /// The bus as a strong reference, nil when it was deallocated.
   var bus: Bus? { ref?.takeUnretainedValue() }
@@ -44,17 +70,32 @@ final class BusLink: @unchecked Sendable {
     return try result.get()
   }
 
-  /// The write of ``Property/set(_:)``: one borrow of the bus, no closure
-  /// context, no intermediate result (the typed path's cost over the handle
-  /// path is measured by `ordo-bench`, `delivery-typed`).
+  /// The write of ``Property/set(_:)``, the one call it makes: the bus
+  /// borrowed, its lock, the bus's one write path with the node already
+  /// found — what ``Bus/set(_:_:)-(Handle,_)`` does, without its check that
+  /// the handle belongs to the bus (a property's node always does). See
+  /// `docs/swift.md` for what the typed path costs over the handle path.
   @usableFromInline
-  func set(_ h: Handle, _ v: Value) throws(OrdoError) {
-    guard let ref else { throw BusLink.gone("property \"\(h.keypath)\"") }
+  func set(_ node: UnsafeRawPointer, _ value: Value) throws(OrdoError) {
+    try write(node, .set(value))
+  }
+
+  /// A write to a property's node (see ``set(_:_:)``).
+  @inline(__always)
+  func write(_ node: UnsafeRawPointer, _ op: WriteOp) throws(OrdoError) {
+    let n = Unmanaged<KeyNode>.fromOpaque(node)
+    guard let ref else { throw BusLink.gone(property: n) }
     var failure: OrdoError?
     ref._withUnsafeGuaranteedRef { bus in
-      do throws(OrdoError) { try bus.set(h, v) } catch { failure = error }
+      do throws(OrdoError) { try bus.writeProperty(n, op) } catch { failure = error }
     }
     if let failure { throw failure }
+  }
+
+  /// ``gone(_:)`` for the property of `node`.
+  @inline(never)
+  static func gone(property node: Unmanaged<KeyNode>) -> OrdoError {
+    gone("property \"\(node.takeUnretainedValue().key)\"")
   }
 
   static func gone(_ what: String) -> OrdoError {

@@ -109,20 +109,30 @@ extension Array: PropertyValue where Element == UInt8 {
 /// deallocated every use throws ``OrdoError/Code/invalidArgument``
 /// (releasing the bus on one thread while another uses a property is a data
 /// race, as with any unowned reference).
-public struct Property<T: PropertyValue>: Sendable, Hashable, CustomStringConvertible {
-  /// The resolved keypath.
-  public let handle: Handle
+public struct Property<T: PropertyValue>: @unchecked Sendable, Hashable, CustomStringConvertible {
+  // Two words, one reference count: the link (retained) and the keypath's
+  // node named by its address, not retained: the bus's store keeps a
+  // property's node (it is pinned, and pinned nodes are never pruned), and
+  // the link keeps it once the bus is gone (`BusLink.detach`). Copying a
+  // property thus retains one object, as copying a ``Handle`` does, and
+  // `set` makes one call (`BusLink.set`), as `Bus.set(handle, value)` does
+  // (docs/swift.md, "What the typed API costs"). @unchecked Sendable: the
+  // node's state is only touched with its bus's lock held, as a handle's.
   @usableFromInline let link: BusLink
+  @usableFromInline let node: UnsafeRawPointer
 
-  init(handle: Handle, link: BusLink) {
-    self.handle = handle
+  init(node: KeyNode, link: BusLink) {
+    self.node = UnsafeRawPointer(Unmanaged.passUnretained(node).toOpaque())
     self.link = link
   }
 
+  /// The resolved keypath.
+  public var handle: Handle { Handle(node: keyNode, bus: link.identity) }
+
   /// The keypath.
-  public var keypath: String { handle.keypath }
+  public var keypath: String { keyNode.key }
   /// The keypath and the type, e.g. `doc.title: String`.
-  public var description: String { "\(handle.keypath): \(T.self)" }
+  public var description: String { "\(keypath): \(T.self)" }
 
   /// The value, or nil when the keypath holds none. Inside a callback the
   /// keypath must be in the contract's read or write set; other threads
@@ -152,15 +162,15 @@ public struct Property<T: PropertyValue>: Sendable, Hashable, CustomStringConver
   ///   ``OrdoError/Code/contractViolation``, ``OrdoError/Code/stability``,
   ///   ``OrdoError/Code/invalidArgument`` when the bus is gone.
   @inlinable
-  public func set(_ value: T) throws(OrdoError) { try link.set(handle, value.ordoValue) }
+  public func set(_ value: T) throws(OrdoError) { try link.set(node, value.ordoValue) }
 
   /// Marks the keypath changed without changing its value (SPEC §2). Throws
   /// like ``set(_:)``.
-  public func touch() throws(OrdoError) { try write(.touch) }
+  public func touch() throws(OrdoError) { try link.write(node, .touch) }
 
   /// Removes the value (no change when there is none). Throws like
   /// ``set(_:)``.
-  public func remove() throws(OrdoError) { try write(.remove) }
+  public func remove() throws(OrdoError) { try link.write(node, .remove) }
 
   /// The keypath's change counter (SPEC §2). Read like ``value``.
   public var counter: UInt64 {
@@ -170,30 +180,14 @@ public struct Property<T: PropertyValue>: Sendable, Hashable, CustomStringConver
     }
   }
 
-  /// The writes other than `set`, by kind.
-  enum Op {
-    case touch
-    case remove
-  }
-
-  func write(_ op: Op) throws(OrdoError) {
-    let h = handle
-    try link.with("property \"\(h.keypath)\"") { bus throws(OrdoError) in
-      switch op {
-      case .touch: try bus.touch(h)
-      case .remove: try bus.remove(h)
-      }
-    }
-  }
-
   static func mismatch(_ keypath: String, _ v: Value) -> OrdoError {
     OrdoError(.typeMismatch, "\"\(keypath)\" holds a \(v.typeName) value, not a \(T.ordoTypeName) (read as \(T.self))")
   }
 
   /// Properties are equal when they name the same keypath of the same bus.
-  public static func == (a: Property, b: Property) -> Bool { a.handle == b.handle }
+  public static func == (a: Property, b: Property) -> Bool { a.node == b.node }
   /// Hashes the handle.
-  public func hash(into h: inout Hasher) { h.combine(handle) }
+  public func hash(into h: inout Hasher) { h.combine(node) }
 }
 
 extension Bus {
@@ -207,7 +201,7 @@ extension Bus {
   /// - Throws: ``OrdoError/Code/invalidKeypath`` for a malformed keypath
   ///   (patterns are not keypaths).
   public func property<T: PropertyValue>(_ keypath: String, as type: T.Type = T.self) throws(OrdoError) -> Property<T> {
-    Property(handle: try resolve(keypath), link: link)
+    makeProperty(try resolve(keypath).node, as: T.self)
   }
 
   /// A typed property for a handle of this bus.
@@ -218,7 +212,7 @@ extension Bus {
     guard handle.bus == identity else {
       throw OrdoError(.invalidArgument, "the handle of \"\(handle.keypath)\" belongs to another bus")
     }
-    return Property(handle: handle, link: link)
+    return makeProperty(handle.node, as: T.self)
   }
 
   /// A scope for the keypaths under `prefix` (see ``KeypathScope``).

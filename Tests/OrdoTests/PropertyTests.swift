@@ -124,6 +124,31 @@ final class Document: Sendable {
     expectError(.invalidArgument, ["deallocated"]) { _ = try scope.property("a", as: Int.self) }
   }
 
+  @Test func aPropertyThatOutlivesItsBusStillNamesItsKeypath() throws {
+    var bus: Bus? = Bus()
+    weak let gone = bus
+    let title = try bus!.property("doc.title", as: String.self)
+    let handle = try bus!.resolve("doc.count")
+    let count = try bus!.property(handle, as: Int.self)
+    let again = try bus!.property("doc.title", as: String.self)
+    try bus!.transaction {
+      try title.set("x")
+      try count.set(1)
+    }
+    bus = nil
+    #expect(gone == nil)
+    // The property names its node without retaining it: once the bus is
+    // gone its link keeps the node, so the keypath, the handle, equality
+    // and hashing still work, and every use throws naming the keypath.
+    #expect(title.keypath == "doc.title" && title.description == "doc.title: String")
+    #expect(count.handle == handle && count.handle.keypath == "doc.count")
+    #expect(title == again && Set([title, again]).count == 1 && title.handle != count.handle)
+    expectError(.invalidArgument, ["property \"doc.title\"", "deallocated"]) { try title.set("y") }
+    expectError(.invalidArgument, ["property \"doc.count\"", "deallocated"]) { try count.touch() }
+    expectError(.invalidArgument, ["property \"doc.count\"", "deallocated"]) { try count.remove() }
+    expectError(.invalidArgument, ["property \"doc.count\"", "deallocated"]) { _ = try count.counter }
+  }
+
   @Test func propertiesScopesAndHandles() throws {
     let bus = Bus(), other = Bus()
     let a = try bus.property("doc.title", as: String.self)
