@@ -14,11 +14,16 @@ final class CHandle {
   let handle: Handle
   /// Not retained: the bus owns its handles.
   unowned(unsafe) let box: CBus
+  /// The core bus (`box.bus`), held here so that a write through the handle
+  /// reaches it with no retain (the core bus does not know this object:
+  /// no cycle).
+  let bus: Bus
   let keypath: UnsafeMutablePointer<CChar>
 
   init(_ handle: Handle, _ box: CBus) {
     self.handle = handle
     self.box = box
+    bus = box.bus
     keypath = strdup(handle.keypath)
   }
 
@@ -51,55 +56,61 @@ public func ordo_handle_keypath(_ handle: OpaquePointer?) -> UnsafePointer<CChar
   return UnsafePointer(h.keypath)
 }
 
-/// A write through a handle after checking the handle, then the value.
+/// A call through a handle: checks the handle, then runs `body` (which
+/// checks the other arguments) and returns its status. The handle is not
+/// retained: its bus owns it for the bus's lifetime, which
+/// covers the call (include/ordo.h).
 @inline(__always)
-private func write(_ handle: OpaquePointer?, _ body: (CHandle) throws(OrdoError) -> Void) -> ordo_status {
-  guarded { () throws(OrdoError) in try body(try CHandle.from(handle)) }
+private func withHandle(_ handle: OpaquePointer?, _ body: (CHandle) throws(OrdoError) -> Void) -> ordo_status {
+  guard let handle else { return report(invalid("handle is NULL")) }
+  return Unmanaged<CHandle>.fromOpaque(UnsafeRawPointer(handle))._withUnsafeGuaranteedRef { h in
+    guarded { () throws(OrdoError) in try body(h) }
+  }
 }
 
 @c @implementation
 public func ordo_handle_set_bool(_ handle: OpaquePointer?, _ value: Bool) -> ordo_status {
-  write(handle) { (h) throws(OrdoError) in try h.box.bus.set(h.handle, .bool(value)) }
+  withHandle(handle) { (h) throws(OrdoError) in try h.bus.set(h.handle, .bool(value)) }
 }
 
 @c @implementation
 public func ordo_handle_set_int64(_ handle: OpaquePointer?, _ value: Int64) -> ordo_status {
-  write(handle) { (h) throws(OrdoError) in try h.box.bus.set(h.handle, .int64(value)) }
+  withHandle(handle) { (h) throws(OrdoError) in try h.bus.set(h.handle, .int64(value)) }
 }
 
 @c @implementation
 public func ordo_handle_set_double(_ handle: OpaquePointer?, _ value: Double) -> ordo_status {
-  write(handle) { (h) throws(OrdoError) in try h.box.bus.set(h.handle, .double(value)) }
+  withHandle(handle) { (h) throws(OrdoError) in try h.bus.set(h.handle, .double(value)) }
 }
 
 @c @implementation
 public func ordo_handle_set_string(_ handle: OpaquePointer?, _ utf8: UnsafePointer<CChar>?) -> ordo_status {
-  write(handle) { (h) throws(OrdoError) in
+  withHandle(handle) { (h) throws(OrdoError) in
     let what = "the string value for \"\(h.handle.keypath)\""
     guard let utf8 else { throw invalid("\(what) is NULL (use \"\" for the empty string)") }
-    try h.box.bus.set(h.handle, .string(try stringArg(utf8, what)))
+    try h.bus.set(h.handle, .string(try stringArg(utf8, what)))
   }
 }
 
 @c @implementation
 public func ordo_handle_set_bytes(_ handle: OpaquePointer?, _ data: UnsafeRawPointer?, _ len: Int) -> ordo_status {
-  write(handle) { (h) throws(OrdoError) in
+  withHandle(handle) { (h) throws(OrdoError) in
     let k = h.handle.keypath
-    if len == 0 { return try h.box.bus.set(h.handle, .bytes([])) }
+    if len == 0 { return try h.bus.set(h.handle, .bytes([])) }
     guard len > 0 else { throw invalid("bytes length \(UInt(bitPattern: len)) for \"\(k)\" is too large") }
     guard let data else { throw invalid("bytes data for \"\(k)\" is NULL but its length is \(len)") }
-    try h.box.bus.set(h.handle, .bytes(Array(UnsafeRawBufferPointer(start: data, count: len))))
+    try h.bus.set(h.handle, .bytes(Array(UnsafeRawBufferPointer(start: data, count: len))))
   }
 }
 
 @c @implementation
 public func ordo_handle_touch(_ handle: OpaquePointer?) -> ordo_status {
-  write(handle) { (h) throws(OrdoError) in try h.box.bus.touch(h.handle) }
+  withHandle(handle) { (h) throws(OrdoError) in try h.bus.touch(h.handle) }
 }
 
 @c @implementation
 public func ordo_handle_remove(_ handle: OpaquePointer?) -> ordo_status {
-  write(handle) { (h) throws(OrdoError) in try h.box.bus.remove(h.handle) }
+  withHandle(handle) { (h) throws(OrdoError) in try h.bus.remove(h.handle) }
 }
 
 /// Reads through a handle after checking the handle and `out`; `extract`
@@ -108,10 +119,9 @@ public func ordo_handle_remove(_ handle: OpaquePointer?) -> ordo_status {
 private func get<T>(
   _ handle: OpaquePointer?, _ out: UnsafeMutablePointer<T>?, _ type: String, _ extract: (Value) throws(OrdoError) -> T?
 ) -> ordo_status {
-  guarded { () throws(OrdoError) in
-    let h = try CHandle.from(handle)
+  withHandle(handle) { (h) throws(OrdoError) in
     let out = try outArg(out, "out")
-    guard let value = try h.box.bus.value(h.handle) else { throw OrdoError(.notFound, "\"\(h.handle.keypath)\" holds no value") }
+    guard let value = try h.bus.value(h.handle) else { throw OrdoError(.notFound, "\"\(h.handle.keypath)\" holds no value") }
     guard let x = try extract(value) else {
       throw OrdoError(.typeMismatch, "\"\(h.handle.keypath)\" holds \(described(value.typeName)), not \(described(type))")
     }
@@ -157,10 +167,9 @@ public func ordo_handle_get_bytes(
 
 @c @implementation
 public func ordo_handle_get_counter(_ handle: OpaquePointer?, _ out: UnsafeMutablePointer<UInt64>?) -> ordo_status {
-  guarded { () throws(OrdoError) in
-    let h = try CHandle.from(handle)
+  withHandle(handle) { (h) throws(OrdoError) in
     let out = try outArg(out, "out")
-    out.pointee = try h.box.bus.counter(h.handle)
+    out.pointee = try h.bus.counter(h.handle)
   }
 }
 

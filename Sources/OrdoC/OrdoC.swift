@@ -82,28 +82,27 @@ public func ordo_transaction_id(_ bus: OpaquePointer?) -> UInt64 {
 
 @c @implementation
 public func ordo_begin(_ bus: OpaquePointer?) -> ordo_status {
-  guarded { () throws(OrdoError) in try CBus.from(bus).bus.begin() }
+  CBus.with(bus) { (box) throws(OrdoError) in box.bus.begin() }
 }
 
 @c @implementation
 public func ordo_commit(_ bus: OpaquePointer?, _ out_txn: UnsafeMutablePointer<UInt64>?) -> ordo_status {
-  guarded { () throws(OrdoError) in
-    let txn = try CBus.from(bus).bus.commit()
+  CBus.with(bus) { (box) throws(OrdoError) in
+    let txn = try box.bus.commit()
     out_txn?.pointee = txn
   }
 }
 
 @c @implementation
 public func ordo_rollback(_ bus: OpaquePointer?) -> ordo_status {
-  guarded { () throws(OrdoError) in try CBus.from(bus).bus.rollback() }
+  CBus.with(bus) { (box) throws(OrdoError) in try box.bus.rollback() }
 }
 
 // MARK: - Writes
 
 @inline(__always)
 private func set(_ bus: OpaquePointer?, _ keypath: UnsafePointer<CChar>?, _ value: () throws(OrdoError) -> Value) -> ordo_status {
-  guarded { () throws(OrdoError) in
-    let box = try CBus.from(bus)
+  CBus.with(bus) { (box) throws(OrdoError) in
     guard let keypath else { throw invalid("keypath is NULL") }
     let v = try value()
     // A keypath the store has is written from its bytes, with no String

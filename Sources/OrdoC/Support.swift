@@ -203,6 +203,19 @@ final class CBus: @unchecked Sendable {
     return Unmanaged<CBus>.fromOpaque(UnsafeRawPointer(handle)).takeUnretainedValue()
   }
 
+  /// Runs `body` with the bus behind a handle (INVALID_ARGUMENT for NULL)
+  /// and returns its status, without retaining the bus: the caller's
+  /// handle keeps it alive for the call (freeing a bus another thread still
+  /// uses is the caller's bug, include/ordo.h). For the per-write entry
+  /// points, where a retain and a release are a tenth of the cost.
+  @inline(__always)
+  static func with(_ handle: OpaquePointer?, _ body: (CBus) throws(OrdoError) -> Void) -> ordo_status {
+    guard let handle else { return report(invalid("bus is NULL")) }
+    return Unmanaged<CBus>.fromOpaque(UnsafeRawPointer(handle))._withUnsafeGuaranteedRef { box in
+      guarded { () throws(OrdoError) in try body(box) }
+    }
+  }
+
   /// The C handle of a core handle: the same pointer every time.
   func handle(for h: Handle) -> CHandle {
     lock.withLock {
@@ -249,20 +262,10 @@ final class CBus: @unchecked Sendable {
     c?.runDestroy()
   }
 
-  /// Entering a callback: returns false when the contract is gone.
-  ///
-  /// Once the contract has its id, entering and leaving need no lock: they
-  /// run on the thread that owns the bus's transaction, and whatever else
-  /// changes `live` or `running` (an unregistration from another thread,
-  /// ordo_bus_free) waits for that transaction to end, which the bus's own
-  /// lock orders before it. Only the rare paths (the first call racing the
-  /// registration for the id, a destroy that comes due) take the lock.
-  func enter(_ c: CContract, _ id: ContractID) -> Bool {
-    if c.adopted.load(ordering: .acquiring) {
-      guard c.live else { return false }
-      c.running += 1
-      return true
-    }
+  /// Entering a callback before the contract has its id (the first call
+  /// racing the registration, see ``CContract/enter(_:)``): returns false
+  /// when the contract is gone.
+  func enterSlow(_ c: CContract, _ id: ContractID) -> Bool {
     let (ok, due) = lock.withLock { () -> (Bool, Bool) in
       let due = adopt(c, id) && c.takeDestroy()
       guard c.live else { return (false, due) }
@@ -273,13 +276,9 @@ final class CBus: @unchecked Sendable {
     return ok
   }
 
-  /// Leaving a callback: runs a destroy deferred while it ran.
-  func leave(_ c: CContract) {
-    if c.live {
-      // Still registered: no destroy can be due (see ``enter(_:_:)``).
-      c.running -= 1
-      return
-    }
+  /// Leaving a callback of a contract that is no longer registered (see
+  /// ``CContract/leave()``): runs a destroy deferred while it ran.
+  func leaveSlow(_ c: CContract) {
     let due = lock.withLock { () -> Bool in
       c.running -= 1
       return !c.live && c.takeDestroy()
@@ -299,31 +298,58 @@ final class CBus: @unchecked Sendable {
   }
 }
 
+/// The `changed` array of a notification with no keypath: `{ NULL }`.
+nonisolated(unsafe) private let noKeypaths: UnsafePointer<UnsafePointer<CChar>?> = {
+  let p = UnsafeMutablePointer<UnsafePointer<CChar>?>.allocate(capacity: 1)
+  p.initialize(to: nil)
+  return UnsafePointer(p)
+}()
+
+/// The largest notification buffer a contract keeps between calls (a larger
+/// one, made for a notification with very many keypaths, is freed after it).
+private let maxKeptBuffer = 1 << 16
+
 /// A contract registered through the C ABI: its callback, user data and
-/// destroy function. The core holds it through the callback closure.
+/// destroy function, and the trampoline that calls the callback with an
+/// `ordo_notification`. The core holds it through the callback closure.
 final class CContract: @unchecked Sendable {
   let callback: ordo_callback
   let userData: UnsafeMutableRawPointer?
   let destroy: (@convention(c) (UnsafeMutableRawPointer?) -> Void)?
   /// The bus, unretained: the core bus (and so this contract) never
-  /// outlives it.
+  /// outlives it. Only the rare paths of a call touch it.
   unowned(unsafe) let owner: CBus
+  /// The owner's handle, as the callback receives it.
+  let bus: OpaquePointer
 
   /// Set (releasing) once ``id`` is set, under the owner's lock.
   let adopted = Atomic<Bool>(false)
   // Guarded by the owner's lock, or by the bus's transaction once adopted
-  // (see ``CBus/enter(_:_:)``).
+  // (see ``enter(_:)``).
   var id: ContractID = 0
   var live = true
   var running = 0
   private var destroyTaken = false
 
+  // The buffer of a notification with several keypaths (the pointer array,
+  // then the NUL-terminated keypaths), reused from call to call so that a
+  // call allocates nothing once it has grown. Touched only by calls, which
+  // run on the thread that owns the bus's transaction; `bufferBusy` marks
+  // it in use (calls of one contract do not nest, but should one ever, it
+  // gets a buffer of its own).
+  private var buffer: UnsafeMutableRawPointer?
+  private var bufferSize = 0
+  private var bufferBusy = false
+
   init(owner: CBus, callback: ordo_callback, userData: UnsafeMutableRawPointer?, destroy: (@convention(c) (UnsafeMutableRawPointer?) -> Void)?) {
     self.owner = owner
+    bus = owner.handle
     self.callback = callback
     self.userData = userData
     self.destroy = destroy
   }
+
+  deinit { free(buffer) }
 
   /// Whether destroy is due now (gone, not running) and not yet taken; takes
   /// it. Owner's lock held.
@@ -342,48 +368,113 @@ final class CContract: @unchecked Sendable {
 
   func runDestroy() { destroy?(userData) }
 
-  /// Calls the C callback with a notification whose keypaths live in one
-  /// temporary buffer: a NULL-terminated pointer array, then the strings.
+  /// Entering a callback: returns false when the contract is gone.
+  ///
+  /// Once the contract has its id, entering and leaving need no lock: they
+  /// run on the thread that owns the bus's transaction, and whatever else
+  /// changes `live` or `running` (an unregistration from another thread,
+  /// ordo_bus_free) waits for that transaction to end, which the bus's own
+  /// lock orders before it. Only the rare paths (the first call racing the
+  /// registration for the id, a destroy that comes due) take the owner's
+  /// lock.
+  @inline(__always)
+  private func enter(_ id: ContractID) -> Bool {
+    guard adopted.load(ordering: .acquiring) else { return owner.enterSlow(self, id) }
+    guard live else { return false }
+    running += 1
+    return true
+  }
+
+  /// Leaving a callback: runs a destroy deferred while it ran.
+  @inline(__always)
+  private func leave() {
+    guard live else { return owner.leaveSlow(self) }
+    // Still registered: no destroy can be due (see ``enter(_:)``).
+    running -= 1
+  }
+
+  /// Calls the C callback. The `changed` array and its strings are valid
+  /// during the call only (include/ordo.h): one keypath is passed as the
+  /// core's string itself (a native Swift string is stored NUL-terminated)
+  /// with the array on the stack; several are copied into the contract's
+  /// reusable buffer. Nothing is allocated per call.
   func invoke(_ note: ContractNotification) {
-    guard owner.enter(self, note.contract) else { return }
-    defer { owner.leave(self) }
-    let bus = owner.handle
+    guard enter(note.contract) else { return }
     let changed = note.changed
-    let n = changed.count
+    // startIndex is 0: endIndex is the count, in one call.
+    let n = changed.endIndex
     if n == 1 {
-      // The common case: one keypath, passed without copying (a native
-      // Swift string is stored NUL-terminated).
       changed[0].withCString { k in
         withUnsafeTemporaryAllocation(of: UnsafePointer<CChar>?.self, capacity: 2) { pointers in
           pointers[0] = k
           pointers[1] = nil
-          var cnote = ordo_notification(txn: note.transaction, contract: note.contract, changed: UnsafePointer(pointers.baseAddress!), n_changed: 1)
-          callback(bus, &cnote, userData)
+          call(note, UnsafePointer(pointers.baseAddress!), 1)
         }
       }
-      return
+    } else if n == 0 {
+      call(note, noKeypaths, 0)
+    } else {
+      invokeMany(note, changed, n)
     }
-    let pointerBytes = (n + 1) * MemoryLayout<UnsafePointer<CChar>?>.stride
-    var bytes = pointerBytes
-    for k in changed { bytes += k.utf8.count + 1 }
-    withUnsafeTemporaryAllocation(byteCount: bytes, alignment: MemoryLayout<UnsafePointer<CChar>?>.alignment) { raw in
-      let base = raw.baseAddress!
-      let pointers = base.bindMemory(to: UnsafePointer<CChar>?.self, capacity: n + 1)
-      var cursor = base + pointerBytes
-      for (i, k) in changed.enumerated() {
-        let start = cursor.assumingMemoryBound(to: CChar.self)
-        var k = k
-        k.withUTF8 { utf8 in
-          if let src = utf8.baseAddress { cursor.copyMemory(from: src, byteCount: utf8.count) }
-          cursor += utf8.count
-        }
-        cursor.storeBytes(of: 0, as: UInt8.self)
-        cursor += 1
-        pointers[i] = UnsafePointer(start)
+    // Not a defer (an out-of-line call): nothing above throws.
+    leave()
+  }
+
+  @inline(__always)
+  private func call(_ note: ContractNotification, _ changed: UnsafePointer<UnsafePointer<CChar>?>, _ n: Int) {
+    var cnote = ordo_notification(txn: note.transaction, contract: note.contract, changed: changed, n_changed: n)
+    callback(bus, &cnote, userData)
+  }
+
+  /// Calls the callback with several keypaths, laid out in one buffer: the
+  /// NULL-terminated pointer array, then the strings. Each keypath is read
+  /// once; the pointers are written as offsets first (the buffer may move
+  /// while it grows) and made pointers at the end.
+  @inline(never)
+  private func invokeMany(_ note: ContractNotification, _ changed: ChangedKeypaths, _ n: Int) {
+    let own = !bufferBusy
+    var base = own ? buffer : nil
+    var size = own ? bufferSize : 0
+    if own { bufferBusy = true }
+    let slot = MemoryLayout<UnsafePointer<CChar>?>.stride
+    let pointerBytes = (n + 1) * slot
+    var used = pointerBytes
+    func reserve(_ need: Int) {
+      guard need > size else { return }
+      let grown = max(need, 2 * size, 256)
+      guard let p = realloc(base, grown) else { fatalError("ordo: out of memory allocating \(grown) bytes") }
+      base = p
+      size = grown
+    }
+    reserve(pointerBytes + 32 * n)
+    for i in 0..<n {
+      var k = changed[i]
+      k.withUTF8 { utf8 in
+        reserve(used + utf8.count + 1)
+        let dst = base! + used
+        if let src = utf8.baseAddress { dst.copyMemory(from: src, byteCount: utf8.count) }
+        dst.storeBytes(of: 0, toByteOffset: utf8.count, as: UInt8.self)
+        base!.storeBytes(of: used, toByteOffset: i * slot, as: Int.self)
+        used += utf8.count + 1
       }
-      pointers[n] = nil
-      var cnote = ordo_notification(txn: note.transaction, contract: note.contract, changed: UnsafePointer(pointers), n_changed: n)
-      callback(bus, &cnote, userData)
     }
+    let start = base!
+    for i in 0..<n {
+      let offset = start.load(fromByteOffset: i * slot, as: Int.self)
+      let p: UnsafePointer<CChar>? = UnsafePointer((start + offset).assumingMemoryBound(to: CChar.self))
+      start.storeBytes(of: p, toByteOffset: i * slot, as: UnsafePointer<CChar>?.self)
+    }
+    start.storeBytes(of: nil, toByteOffset: n * slot, as: UnsafePointer<CChar>?.self)
+    call(note, UnsafePointer(start.bindMemory(to: UnsafePointer<CChar>?.self, capacity: n + 1)), n)
+    guard own else { return free(start) }
+    if size > maxKeptBuffer {
+      free(start)
+      buffer = nil
+      bufferSize = 0
+    } else {
+      buffer = start
+      bufferSize = size
+    }
+    bufferBusy = false
   }
 }

@@ -806,6 +806,95 @@ static void test_unregister_from_another_thread(void) {
   }
 }
 
+/* ------------------------------------------------------------------------ */
+/* Notifications with several keypaths (the trampoline's reusable buffer)    */
+/* ------------------------------------------------------------------------ */
+
+enum { MANY_MAX = 400 };
+
+typedef struct {
+  char *keys[MANY_MAX]; /* the keypaths written by the current transaction */
+  size_t n;             /* how many */
+  int calls;
+  int wrong;
+  ordo_bus *bus;
+} many_expect;
+
+/* Both contracts must receive exactly the written keypaths, in the order
+ * they were written, NULL-terminated, and be able to use them to call back
+ * into the bus while the notification is alive. */
+static void on_many(ordo_bus *bus, const ordo_notification *note, void *user_data) {
+  many_expect *e = (many_expect *)user_data;
+  size_t i;
+  int64_t v = 0;
+  e->calls++;
+  if (bus != e->bus || note->changed == NULL || note->n_changed != e->n || note->changed[note->n_changed] != NULL) {
+    e->wrong++;
+    return;
+  }
+  for (i = 0; i < e->n; i++)
+    if (strcmp(note->changed[i], e->keys[i]) != 0) e->wrong++;
+  /* A read re-enters the bus; the keypaths stay valid after it. */
+  if (ordo_get_int64(bus, note->changed[0], &v) != ORDO_OK || v != (int64_t)e->n) e->wrong++;
+  for (i = 0; i < e->n; i++)
+    if (strcmp(note->changed[i], e->keys[i]) != 0) e->wrong++;
+}
+
+/* One transaction writing n keypaths: "big.s<i>" (short: Swift's inline
+ * small strings) when long is 0, else "big.l<i>.xxx…" of about long bytes. */
+static void many_round(ordo_bus *bus, many_expect *a, many_expect *b, size_t n, size_t long_bytes) {
+  size_t i;
+  for (i = 0; i < a->n; i++) free(a->keys[i]);
+  a->n = b->n = n;
+  for (i = 0; i < n; i++) {
+    char *k = malloc(257);
+    CHECK(k != NULL);
+    if (!k) return;
+    snprintf(k, 257, long_bytes ? "big.l%zu." : "big.s%zu", i);
+    if (long_bytes) {
+      size_t len = strlen(k);
+      while (len < long_bytes && len < 250) k[len++] = 'x';
+      k[len] = '\0';
+    }
+    a->keys[i] = b->keys[i] = k;
+  }
+  a->calls = b->calls = 0;
+  OK(ordo_begin(bus));
+  for (i = 0; i < n; i++) OK(ordo_set_int64(bus, a->keys[i], (int64_t)n));
+  OK(ordo_commit(bus, NULL));
+  CHECK(a->calls == 1 && b->calls == 1);
+  CHECK(a->wrong == 0 && b->wrong == 0);
+}
+
+static void test_many_keypaths(void) {
+  ordo_bus *bus = ordo_bus_new();
+  many_expect reader = {{0}, 0, 0, 0, bus}, every = {{0}, 0, 0, 0, bus};
+  ordo_contract_spec spec = ORDO_CONTRACT_SPEC_INIT;
+  const char *reads[] = {"big.**"};
+  size_t i;
+  spec.name = "many-reader";
+  spec.reads = reads;
+  spec.n_reads = 1;
+  spec.callback = on_many;
+  spec.user_data = &reader;
+  OK(ordo_register(bus, &spec, NULL));
+  spec.name = "many-every";
+  spec.reads = NULL;
+  spec.n_reads = 0;
+  spec.user_data = &every;
+  OK(ordo_register(bus, &spec, NULL));
+  many_round(bus, &reader, &every, 2, 0);   /* small strings */
+  many_round(bus, &reader, &every, 5, 40);  /* grows the buffer */
+  many_round(bus, &reader, &every, 3, 0);   /* reuses it */
+  /* About 100 KB of keypaths: a buffer past what a contract keeps. */
+  many_round(bus, &reader, &every, MANY_MAX, 250);
+  many_round(bus, &reader, &every, 7, 120); /* a fresh buffer after it */
+  many_round(bus, &reader, &every, 1, 0);   /* the single-keypath path */
+  many_round(bus, &reader, &every, 2, 250);
+  for (i = 0; i < reader.n; i++) free(reader.keys[i]);
+  ordo_bus_free(bus);
+}
+
 int main(void) {
   test_seed_order();
   test_reentrant();
@@ -814,5 +903,6 @@ int main(void) {
   test_destroy();
   test_threads();
   test_unregister_from_another_thread();
+  test_many_keypaths();
   return check_report("test_contracts");
 }
