@@ -258,9 +258,12 @@ final class ContractGraph {
     // A contract scheduled in the running pass holds its trigger nodes:
     // drop them with it.
     c.clearTriggers()
-    let callback = c.callback
-    c.callback = nil
     propagateLevels(seeds, inPass: deferLevels)
+    // A contract unregistered from its own callback (or while a bridge
+    // waits in it) keeps its callback until the call returns.
+    guard !c.running else { return nil }
+    let callback = c.callback?.run
+    c.callback = nil
     return callback
   }
 

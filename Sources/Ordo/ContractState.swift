@@ -17,8 +17,13 @@ final class ContractState {
   /// The priority of a priority contract, the level of a data contract.
   private var rank: Int32
   /// Released (set to nil) when the contract is unregistered, so that what
-  /// it captures goes at once even while stale caches still name the contract.
-  var callback: ContractCallback?
+  /// it captures goes at once even while stale caches still name the
+  /// contract; while the callback runs, when the call returns (see
+  /// ``running``). Boxed, so that a call borrows it (no reference count
+  /// per call).
+  var callback: CallbackBox?
+  /// Its callback runs now (a contract's calls never nest).
+  var running = false
 
   // Statistics.
   var calls: UInt64 = 0
@@ -39,7 +44,7 @@ final class ContractState {
     patterns = PatternStore(reads: reads, writes: writes)
     let kind: ContractKind = reads.isEmpty ? .everyTransaction : (priority == nil ? .data : .priority)
     self.kind = kind
-    self.callback = callback
+    self.callback = CallbackBox(callback)
     rank = kind == .priority ? priority! : 0
   }
 
@@ -71,7 +76,16 @@ final class ContractState {
 
   static func bit(_ i: Int) -> UInt32 { i < 32 ? 1 << UInt32(i) : 0 }
 
-  func clearTriggers() { triggers = .none }
+  @inline(__always)
+  func clearTriggers() {
+    // The branch tells the compiler that only a list needs destroying (an
+    // outlined destroy call per clear otherwise).
+    switch triggers {
+    case .none: return
+    case .one: triggers = .none
+    case .many: triggers = .none
+    }
+  }
 
   func addTrigger(_ n: KeyNode) {
     switch triggers {
@@ -84,6 +98,13 @@ final class ContractState {
       triggers = .many(list)
     }
   }
+}
+
+/// A contract's callback, in an object of its own so that a pass calls it
+/// borrowed.
+final class CallbackBox {
+  let run: ContractCallback
+  init(_ run: @escaping ContractCallback) { self.run = run }
 }
 
 /// The written keypaths that scheduled a contract in a pass: most often one,

@@ -340,10 +340,22 @@ final class PassRunner {
     c.calls += 1
     c.lastTransaction = note.transaction
     notifications += 1
-    let callback = c.callback
+    // Borrowed: the contract keeps its callback while `running` (see
+    // ContractGraph.remove).
+    let callback = c.callback.map { Unmanaged.passUnretained($0) }
     var failure: (any Error)?
+    c.running = true
     gate.call(c) {
-      do { try callback?(note) } catch { failure = error }
+      do { try callback?._withUnsafeGuaranteedRef { try $0.run(note) } } catch { failure = error }
+    }
+    c.running = false
+    if !c.registered && c.callback != nil {
+      // Unregistered during its own call: its callback goes now, without
+      // the lock (what it captures may call back into the bus as it goes;
+      // only the thread that owns the bus touches a contract's callback).
+      gate.lock.unlock()
+      c.callback = nil
+      gate.lock.lock()
     }
     guard let failure else { return nil }
     c.failures += 1

@@ -223,6 +223,36 @@ import Testing
     #expect(bus.contract(once.id) == nil)
   }
 
+  /// A contract that unregisters itself keeps what its callback captures
+  /// until the call returns, and lets it go then (not with the bus), without
+  /// the bus's lock: the captured object's deinit may use the bus.
+  @Test func aContractUnregisteredInItsOwnCallKeepsItsCaptureUntilTheCallReturns() throws {
+    final class Captured: @unchecked Sendable {
+      let gone: Box<[String]>
+      let bus: Bus
+      init(_ gone: Box<[String]>, _ bus: Bus) { self.gone = gone; self.bus = bus }
+      deinit {
+        // The bus is usable here: its lock is not held (the pass still
+        // runs, so the counter is the committed one, 0).
+        let counter = (try? bus.counter("k")) ?? 0
+        gone.mutate { $0.append("deinit, counter \(counter)") }
+      }
+    }
+    let bus = Bus()
+    let log = Box<[String]>([])
+    var captured: Captured? = Captured(log, bus)
+    try bus.register(name: "self-removing", reads: ["k"]) { [captured] ctx in
+      try ctx.bus().unregister(ctx.contract)
+      // Still alive after the unregistration, until the call returns.
+      captured!.gone.mutate { $0.append("called") }
+    }
+    captured = nil
+    try bus.commitWith { try bus.set("k", .int64(1)) }
+    #expect(log.value == ["called", "deinit, counter 0"])
+    try bus.commitWith { try bus.set("k", .int64(2)) }
+    #expect(log.value == ["called", "deinit, counter 0"])
+  }
+
   @Test func everyTransactionContracts() throws {
     let bus = Bus()
     let calls = Calls()
