@@ -239,8 +239,11 @@ final class Store {
       altered = !Value.same(n.value, v)
       i = journal.write(n, external: external, ownValue: true, touched: false)
       if altered {
-        journal.altering(i, from: n.value)
-        setValue(n, v)
+        // Swapped in: the old value moves out without a copy.
+        var old: Value? = v
+        swap(&n.value, &old)
+        journal.altering(i, from: old)
+        if old == nil { valueCount += 1 }
         journal.altered(i, to: v)
       }
     case .remove:
