@@ -87,7 +87,16 @@ final class ContractState {
     }
   }
 
+  @inline(__always)
   func addTrigger(_ n: KeyNode) {
+    if case .none = triggers {
+      triggers = .one(Unretained(n))
+      return
+    }
+    addAnotherTrigger(n)
+  }
+
+  private func addAnotherTrigger(_ n: KeyNode) {
     switch triggers {
     case .none: triggers = .one(Unretained(n))
     case .one(let first): if !first.names(n) { triggers = .many([first.object, n]) }

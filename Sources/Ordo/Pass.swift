@@ -452,7 +452,17 @@ struct Schedule {
   }
 
   /// The next contract in pass order, unretained.
+  @inline(__always)
   mutating func pop() -> Unretained<ContractState>? {
+    // Most passes schedule nothing while they run: the sorted run, in turn.
+    if next < run.count && added.isEmpty && keys.isEmpty {
+      next += 1
+      return run[next - 1]
+    }
+    return popSlow()
+  }
+
+  private mutating func popSlow() -> Unretained<ContractState>? {
     if !added.isEmpty {
       if next == run.count && keys.isEmpty {
         // Swap the buffers (no copy): `run` is empty and keeps its capacity.
