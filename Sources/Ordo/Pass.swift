@@ -311,7 +311,7 @@ final class PassRunner {
     case .one(let u):
       return u.with { n in
         guard let i = journal.index(n), journal.isChanged(i) else { return [] }
-        return ChangedKeypaths(single: n.key)
+        return ChangedKeypaths(node: n)
       }
     case .many(let list):
       markSerial &+= 1
