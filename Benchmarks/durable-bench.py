@@ -60,13 +60,15 @@ def quantile(xs, q):
 # the in-memory one, so that the floor and what it bounds see the same disk.
 mem_samples = os.path.join(scratch, "durable-bench-memory-latencies.txt")
 sync_samples = [os.path.join(scratch, f"durable-bench-sync-{i}.txt") for i in (1, 2)]
+load_before = os.getloadavg()
 targets = {"dconf": run("--target", "dconf", "--rounds", rounds)}
 sync_runs = [run("--target", "sync", "--rounds", rounds, samples=sync_samples[0])]
 targets["ordod --state"] = run("--target", "ordod", "--rounds", rounds, state_args=("--state", state))
+memory = run("--target", "ordod", "--rounds", rounds, samples=mem_samples)
+sync_runs.append(run("--target", "sync", "--rounds", rounds, samples=sync_samples[1]))
 targets["ordod --state --sync normal"] = run("--target", "ordod", "--rounds", rounds,
                                              state_args=("--state", state, "--sync", "normal"))
-targets["ordod (memory)"] = run("--target", "ordod", "--rounds", rounds, samples=mem_samples)
-sync_runs.append(run("--target", "sync", "--rounds", rounds, samples=sync_samples[1]))
+targets["ordod (memory)"] = memory
 floor = run("--target", "floor", "--rounds", rounds)
 group = {n: run("--target", "ordod", "--keys", "300", "--committers", str(n), state_args=("--state", state))
          for n in (1, 8)}
@@ -151,6 +153,14 @@ if reachable:
 else:
     print("10× dconf (write-and-wait and p99) is OUT OF REACH in this run with one sync per acknowledged write "
           f"on this disk (the floor itself is {fr['write_wait_writes_per_s']:.2f}× / {fr['latency_p99_us']:.2f}×)")
+# On a busy machine the disk's sync time swings from run to run: then the
+# floor (measured minutes apart from what it bounds) is no bound.
+p50s = [r["sync_p50_us"] for r in sync_runs]
+steady = max(p50s) <= 1.25 * min(p50s) and share["write_wait_writes_per_s"] <= 1.05
+report["sync_floor"]["steady"] = steady
+if not steady:
+    print(f"(the machine was busy: the two sync measurements had p50 {p50s[0]:.0f} and {p50s[1]:.0f} µs, and/or "
+          "ordod --state beat the floor: this run's floor is no bound; use a quiet run)")
 fl = floor["burst_visible_writes_per_s"]
 report["ratios"]["floor"] = {"burst_visible_writes_per_s": round(fl / d["burst_visible_writes_per_s"], 2)}
 print(f"{'floor: 3 messages per write/s':34}{fl:>30.1f}  ({fl / d['burst_visible_writes_per_s']:.2f}× dconf's burst; "
@@ -158,6 +168,9 @@ print(f"{'floor: 3 messages per write/s':34}{fl:>30.1f}  ({fl / d['burst_visible
 g1, g8 = group[1]["commits_per_s"], group[8]["commits_per_s"]
 report["group_commit"]["speedup_8_vs_1"] = round(g8 / g1, 2)
 print(f"group commit, ordod --state: 1 committer {g1:.0f} commits/s, 8 committers {g8:.0f} commits/s ({g8 / g1:.2f}×)")
+report["load_average"] = {"before": [round(x, 2) for x in load_before],
+                          "after": [round(x, 2) for x in os.getloadavg()]}
+print(f"load average (1, 5, 15 min): before {report['load_average']['before']}, after {report['load_average']['after']}")
 with open(out, "w") as f:
     json.dump(report, f, indent=2)
 print(f"JSON: {out}")
