@@ -74,12 +74,15 @@ group = {n: run("--target", "ordod", "--keys", "300", "--committers", str(n), st
          for n in (1, 8)}
 
 # The floor: in-memory ordod + one sync per acknowledged write. Rates: the
-# in-memory time per write plus the mean sync; latencies: each in-memory
+# in-memory time per write plus the mean sync, taken like the rates (the
+# median of the mean of each round's worth of syncs, KEYS each, so that a
+# burst of load in one round does not decide it); latencies: each in-memory
 # write->notification latency plus a sync time drawn from this run's
 # syncs (20 draws each, a fixed seed), quantiles of those sums.
 syncs = read_samples(sync_samples[0]) + read_samples(sync_samples[1])
 mem_lat = read_samples(mem_samples)
-sync_mean = sum(syncs) / len(syncs)
+chunk = max(1, len(syncs) // (2 * int(rounds)))
+sync_mean = quantile([sum(syncs[i:i + chunk]) / len(syncs[i:i + chunk]) for i in range(0, len(syncs), chunk)], 0.5)
 rng = random.Random(14)
 sums = [m + rng.choice(syncs) for m in mem_lat for _ in range(20)]
 m = targets["ordod (memory)"]
@@ -91,7 +94,7 @@ targets[FLOOR] = {
     "latency_p99_us": round(quantile(sums, 0.99), 1),
 }
 sync = {"syncs": len(syncs), "write_bytes": 4096, "sync_call": "fdatasync", "directory": scratch,
-        "sync_mean_us": round(sync_mean, 1), "sync_p50_us": round(quantile(syncs, 0.5), 1),
+        "sync_mean_us": round(sync_mean, 1), "sync_mean_all_us": round(sum(syncs) / len(syncs), 1), "sync_p50_us": round(quantile(syncs, 0.5), 1),
         "sync_p99_us": round(quantile(syncs, 0.99), 1), "runs": sync_runs}
 
 d = targets["dconf"]
@@ -143,20 +146,22 @@ report["sync_floor"] = {
 share = report["sync_floor"]["ordod_state_share_of_floor"]
 print(f"one sync (this run): write + fdatasync of a 4 KiB block in place, in {scratch}: "
       f"p50 {sync['sync_p50_us']:.0f} µs, p99 {sync['sync_p99_us']:.0f} µs, mean {sync['sync_mean_us']:.0f} µs "
+      f"(median of the rounds' means; over all {sync['sync_mean_all_us']:.0f} µs) "
       f"({len(syncs)} syncs)")
 print(f"'{FLOOR}' = in-memory ordod + one sync per write, the best any durable design syncing once per acknowledged"
       f" write reaches here: {fr['write_wait_writes_per_s']:.2f}× dconf in write-and-wait, "
       f"{fr['latency_p99_us']:.2f}× in p99; ordod --state is at {share['write_wait_writes_per_s']:.2f}× the floor's "
       f"writes/s, {share['latency_p50_us']:.2f}× / {share['latency_p99_us']:.2f}× its p50 / p99 latency")
-if reachable:
-    print("10× dconf (write-and-wait and p99) is within the floor in this run")
-else:
-    print("10× dconf (write-and-wait and p99) is OUT OF REACH in this run with one sync per acknowledged write "
-          f"on this disk (the floor itself is {fr['write_wait_writes_per_s']:.2f}× / {fr['latency_p99_us']:.2f}×)")
+for what, key in (("write-and-wait", "write_wait_writes_per_s"), ("p99 latency", "latency_p99_us")):
+    if fr[key] >= 10:
+        print(f"10× dconf in {what}: within the floor in this run ({fr[key]:.2f}×)")
+    else:
+        print(f"10× dconf in {what}: OUT OF REACH in this run with one sync per acknowledged write on this disk "
+              f"(the floor itself is {fr[key]:.2f}×)")
 # On a busy machine the disk's sync time swings from run to run: then the
 # floor (measured minutes apart from what it bounds) is no bound.
 p50s = [r["sync_p50_us"] for r in sync_runs]
-steady = max(p50s) <= 1.25 * min(p50s) and share["write_wait_writes_per_s"] <= 1.05
+steady = max(p50s) <= 1.25 * min(p50s) and max(share.values()) <= 1.05
 report["sync_floor"]["steady"] = steady
 if not steady:
     print(f"(the machine was busy: the two sync measurements had p50 {p50s[0]:.0f} and {p50s[1]:.0f} µs, and/or "
