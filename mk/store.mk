@@ -11,7 +11,9 @@
 #                      ordod --state --sync normal and the in-memory ordod,
 #                      the bus daemon's floor and group commit (8 committers
 #                      vs 1), the burst again through a client-side
-#                      merging writer (beside dconf's write_fast),
+#                      merging writer (beside dconf's write_fast), and the
+#                      durable floor of the same run (in-memory ordod + one
+#                      write + fdatasync in the state file's directory),
 #                      ratios to dconf on stdout, JSON in
 #                      $(BENCH_SCRATCH)/bench-durable.json; part of make bench
 # Both benchmarks keep their files under $(BENCH_SCRATCH), on the disk of

@@ -46,10 +46,22 @@
  *       a broadcast signal, as ordod answers a Commit with its reply and one
  *       Notify: three messages through the daemon per write. A burst of
  *       --keys pipelined calls; writes/s until every reply and signal came.
+ *   --target sync: what one sync costs on the disk of DIR (no bus): a file
+ *       made in DIR itself (where durable-bench.py puts the state file),
+ *       4 MiB written and fsynced first, so that, as in SQLite's WAL once
+ *       it has reached its size, every later write overwrites allocated
+ *       blocks; then KEYS x ROUNDS times one 4 KiB block (aligned, the
+ *       next one round the file) written in place and fdatasync'd, the
+ *       system call SQLite makes for the WAL at each COMMIT (strace shows
+ *       fdatasync); p50/p99/mean of write + fdatasync, in microseconds.
  *
- * usage: dconf-bench --target dconf|ordod|floor [--keys N] [--rounds R] [--dir DIR]
+ * --samples PATH: also writes every latency sample (microseconds, one per
+ * line) to PATH: write->notification latencies (dconf, ordod) or
+ * write+fdatasync times (sync).
+ *
+ * usage: dconf-bench --target dconf|ordod|floor|sync [--keys N] [--rounds R] [--dir DIR]
  *          [--ordod PATH] [--ordod-arg ARG]... [--service NAME]
- *          [--dconf-service PATH] [--committers N]
+ *          [--dconf-service PATH] [--committers N] [--samples PATH]
  * Prints one JSON object on stdout; exits non-zero on any failure (every
  * write must be acknowledged and every key notified, or it fails).
  * Build: cc -O2 -Wall -Wextra -Werror dconf-bench.c \
@@ -82,7 +94,7 @@
 #define TIMEOUT_S 60.0
 #define MAX_CHILDREN 4
 
-enum target { DCONF, ORDOD, FLOOR };
+enum target { DCONF, ORDOD, FLOOR, SYNC };
 static enum target target;
 static long keys = 1000, rounds = 3;
 static const char *service = "dev.ordo.Bus";
@@ -484,6 +496,15 @@ static int cmp(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* Writes the samples to `path` (one per line), unless path is NULL. */
+static void write_samples(const char *path, const double *xs, long n) {
+  if (!path) return;
+  FILE *f = fopen(path, "w");
+  if (!f) die("cannot write", path);
+  for (long i = 0; i < n; i++) fprintf(f, "%.1f\n", xs[i]);
+  if (fclose(f) != 0) die("cannot write", path);
+}
+
 static double quantile(double *xs, long n, double q) {
   qsort(xs, (size_t)n, sizeof *xs, cmp);
   long i = (long)(q * (double)(n - 1) + 0.5);
@@ -618,16 +639,55 @@ static void floor_burst(const char *address) {
          keys, rounds, keys, quantile(rates, rounds, 0.5));
 }
 
+/* --target sync: write + fdatasync of one 4 KiB block in place, in a file
+ * of `dir` (see the top comment); prints the JSON line. */
+#define SYNC_FILE_BLOCKS 1024
+static void sync_floor(const char *dir, const char *samples) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/dconf-bench-sync-XXXXXX", dir);
+  int fd = mkstemp(path);
+  if (fd < 0) die("cannot make a file in", dir);
+  static char block[4096];
+  memset(block, 0x5a, sizeof block);
+  for (long b = 0; b < SYNC_FILE_BLOCKS; b++) {
+    if (pwrite(fd, block, sizeof block, (off_t)b * 4096) != (ssize_t)sizeof block) die("pwrite", strerror(errno));
+  }
+  if (fsync(fd) != 0) die("fsync", strerror(errno));
+  long n = keys * rounds, warm = 100;
+  double *xs = calloc((size_t)n, sizeof(double));
+  if (!xs) die("out of memory", NULL);
+  double sum = 0;
+  for (long i = -warm; i < n; i++) {
+    long b = (i + warm) % SYNC_FILE_BLOCKS;
+    block[0] = (char)i;
+    double t0 = now_s();
+    if (pwrite(fd, block, sizeof block, (off_t)b * 4096) != (ssize_t)sizeof block) die("pwrite", strerror(errno));
+    if (fdatasync(fd) != 0) die("fdatasync", strerror(errno));
+    double us = (now_s() - t0) * 1e6;
+    if (i >= 0) {
+      xs[i] = us;
+      sum += us;
+    }
+  }
+  close(fd);
+  unlink(path);
+  write_samples(samples, xs, n);
+  printf("{\"target\": \"sync\", \"syncs\": %ld, \"write_bytes\": 4096, \"sync_call\": \"fdatasync\", "
+         "\"sync_mean_us\": %.1f, \"sync_p50_us\": %.1f, \"sync_p99_us\": %.1f}\n",
+         n, sum / (double)n, quantile(xs, n, 0.5), quantile(xs, n, 0.99));
+  free(xs);
+}
+
 static void usage(void) {
-  fprintf(stderr, "usage: dconf-bench --target dconf|ordod|floor [--keys N] [--rounds R] [--dir DIR]\n"
+  fprintf(stderr, "usage: dconf-bench --target dconf|ordod|floor|sync [--keys N] [--rounds R] [--dir DIR]\n"
                   "         [--ordod PATH] [--ordod-arg ARG]... [--service NAME] [--dconf-service PATH]\n"
-                  "         [--committers N]\n");
+                  "         [--committers N] [--samples PATH]\n");
   exit(64);
 }
 
 int main(int argc, char **argv) {
   const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/var/tmp";
-  const char *ordod = NULL, *dconf_service = "/usr/libexec/dconf-service", *target_name = NULL;
+  const char *ordod = NULL, *dconf_service = "/usr/libexec/dconf-service", *target_name = NULL, *samples = NULL;
   char *ordod_args[32];
   int nordod_args = 0;
   long committers = 0;
@@ -644,6 +704,7 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--service") == 0) service = v;
     else if (strcmp(a, "--dconf-service") == 0) dconf_service = v;
     else if (strcmp(a, "--committers") == 0) committers = atol(v);
+    else if (strcmp(a, "--samples") == 0) samples = v;
     else usage();
     i++;
   }
@@ -651,11 +712,17 @@ int main(int argc, char **argv) {
   if (strcmp(target_name, "dconf") == 0) target = DCONF;
   else if (strcmp(target_name, "ordod") == 0) target = ORDOD;
   else if (strcmp(target_name, "floor") == 0) target = FLOOR;
+  else if (strcmp(target_name, "sync") == 0) target = SYNC;
   else usage();
   if (committers < 0 || committers > 64 || (committers > 0 && target != ORDOD)) die("--committers is 1…64, with --target ordod", NULL);
   if (target == ORDOD && !ordod) die("--target ordod needs --ordod PATH", NULL);
   if (keys < 1 || keys > 9999 || rounds < 1) die("--keys must be 1…9999 and --rounds positive", NULL);
   signal(SIGPIPE, SIG_IGN);
+  if (target == SYNC) {
+    sync_floor(dir, samples);
+    fflush(stdout);
+    return 0;
+  }
   dbus_threads_init_default();
 
   snprintf(tmpdir, sizeof tmpdir, "%s/dconf-bench-XXXXXX", dir);
@@ -847,6 +914,7 @@ int main(int argc, char **argv) {
     }
   }
 
+  write_samples(samples, latencies, nlat);
   printf("{\"target\": \"%s\", \"keys\": %ld, \"rounds\": %ld, "
          "\"write_wait_writes_per_s\": %.1f, \"write_wait_notifications_per_s\": %.1f, "
          "\"latency_p50_us\": %.1f, \"latency_p99_us\": %.1f, "

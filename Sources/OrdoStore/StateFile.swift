@@ -160,6 +160,10 @@ struct Connection: ~Copyable {
   var created = false
   var upsert: OpaquePointer?
   var setLast: OpaquePointer?
+  // BEGIN IMMEDIATE and COMMIT, prepared once rather than parsed again at
+  // every group (sqlite3_exec prepares, steps and finalizes each time).
+  var begin: OpaquePointer?
+  var commitGroup: OpaquePointer?
   var groupOpen = false
   var groupFirst: UInt64 = 0
   var lastSynced: UInt64 = 0
@@ -200,8 +204,12 @@ struct Connection: ~Copyable {
     if groupOpen { rollback() }
     sqlite3_finalize(upsert)
     sqlite3_finalize(setLast)
+    sqlite3_finalize(begin)
+    sqlite3_finalize(commitGroup)
     upsert = nil
     setLast = nil
+    begin = nil
+    commitGroup = nil
     if let db { sqlite3_close_v2(db) }
     db = nil
     // After SQLite has closed its descriptors (closing any descriptor of
@@ -278,6 +286,8 @@ struct Connection: ~Copyable {
     upsert = try prepare(
       "INSERT OR REPLACE INTO keypath(keypath, type, value, counter, changed_at) VALUES (?1, ?2, ?3, ?4, ?5)")
     setLast = try prepare("UPDATE meta SET value = ?1 WHERE name = 'last_transaction'")
+    begin = try prepare("BEGIN IMMEDIATE")
+    commitGroup = try prepare("COMMIT")
   }
 
   /// Writes the schema, the epoch and the format version in one
@@ -446,14 +456,17 @@ struct Connection: ~Copyable {
     }
     if transaction > UInt64(Int64.max) { throw bad("its id is larger than \(Int64.max)") }
     var seen = Set<String>()
-    seen.reserveCapacity(changes.count)
+    if changes.count > 1 { seen.reserveCapacity(changes.count) }
     for c in changes {
       do {
         _ = try Keypath(c.keypath)
       } catch {
         throw bad(error.message)
       }
-      if !seen.insert(c.keypath).inserted { throw bad("keypath \"\(c.keypath)\" appears twice") }
+      // One change cannot repeat a keypath (no set to build).
+      if changes.count > 1 && !seen.insert(c.keypath).inserted {
+        throw bad("keypath \"\(c.keypath)\" appears twice")
+      }
       if c.counter < 1 || c.counter > c.changedAt || c.changedAt > transaction {
         throw bad(
           "keypath \"\(c.keypath)\": counter \(c.counter) and changed-at \(c.changedAt) break 1 ≤ counter ≤ changed-at ≤ \(transaction)"
@@ -465,9 +478,9 @@ struct Connection: ~Copyable {
   mutating func append(transaction: UInt64, changes: [StoredKeypath]) throws(StoreError) {
     initial = nil  // what `open` read is no longer the state
     if !groupOpen {
-      let rc = sqlite3_exec(db, "BEGIN IMMEDIATE", nil, nil, nil)
+      let (rc, e) = step(begin)
       if rc != SQLITE_OK {
-        throw error(.storage, "cannot store transaction \(transaction): \(reason(rc, osErrno: ordo_errno()))")
+        throw error(.storage, "cannot store transaction \(transaction): \(reason(rc, osErrno: e))")
       }
       groupOpen = true
       groupFirst = transaction
@@ -548,9 +561,9 @@ struct Connection: ~Copyable {
 
   mutating func commit() throws(StoreError) {
     guard groupOpen else { return }
-    let rc = sqlite3_exec(db, "COMMIT", nil, nil, nil)
+    let (rc, e) = step(commitGroup)
     if rc != SQLITE_OK {
-      let why = reason(rc, osErrno: ordo_errno())
+      let why = reason(rc, osErrno: e)
       let range = groupRange
       rollback()
       throw error(.storage, "cannot make transactions \(range) durable: \(why); they were dropped")
@@ -566,6 +579,21 @@ struct Connection: ~Copyable {
   }
 
   // MARK: SQL helpers
+
+  /// Runs a prepared statement without results to its end and resets it;
+  /// returns SQLITE_OK or the error, and the C errno right after the step.
+  /// The statement's error message stays the connection's (for `reason`).
+  private func step(_ s: OpaquePointer?) -> (Int32, Int32) {
+    let rc = sqlite3_step(s)
+    let e = ordo_errno()
+    if rc == SQLITE_DONE {
+      sqlite3_reset(s)
+      return (SQLITE_OK, e)
+    }
+    // sqlite3_reset returns the same error and keeps its message.
+    sqlite3_reset(s)
+    return (rc == SQLITE_ROW ? SQLITE_ERROR : rc, e)
+  }
 
   private func prepare(_ sql: String) throws(StoreError) -> OpaquePointer {
     var s: OpaquePointer?
