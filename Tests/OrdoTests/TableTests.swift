@@ -199,6 +199,9 @@ import Testing
     #expect(got[1] == ["a", "b"])
     #expect(Array(got[1]) == ["a", "b"] && "\(got[1])" == "[\"a\", \"b\"]")
     #expect(ChangedKeypaths([]).isEmpty && ChangedKeypaths([]) == [])
-    #expect(ChangedKeypaths(["x"]) == ChangedKeypaths(single: "x"))
+    // A single keypath held as its node equals the same keypath as a list,
+    // and hashes alike.
+    #expect(got[0] == ChangedKeypaths(["a"]) && got[0].hashValue == ChangedKeypaths(["a"]).hashValue)
+    #expect(got[0] != ChangedKeypaths(["b"]) && got[1] != ChangedKeypaths(["b", "a"]))
   }
 }
