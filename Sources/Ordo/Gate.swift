@@ -202,7 +202,11 @@ final class Gate {
   @inline(__always)
   var isOwner: Bool {
     guard let o = owner else { return false }
+    #if os(Linux)
+    return o == pthread_self()  // an integer there: pthread_equal is ==
+    #else
     return pthread_equal(o, pthread_self()) != 0
+    #endif
   }
 
   /// Waits until no other thread owns the bus and takes it, in ticket order
