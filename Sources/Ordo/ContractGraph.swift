@@ -262,7 +262,7 @@ final class ContractGraph {
     // A contract unregistered from its own callback (or while a bridge
     // waits in it) keeps its callback until the call returns.
     guard !c.running else { return nil }
-    let callback = c.callback?.run
+    let callback = c.callback
     c.callback = nil
     return callback
   }

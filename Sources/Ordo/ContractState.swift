@@ -19,9 +19,10 @@ final class ContractState {
   /// Released (set to nil) when the contract is unregistered, so that what
   /// it captures goes at once even while stale caches still name the
   /// contract; while the callback runs, when the call returns (see
-  /// ``running``). Boxed, so that a call borrows it (no reference count
-  /// per call).
-  var callback: CallbackBox?
+  /// ``running``). Inline: a box that a pass could call borrowed would save
+  /// a retain per call but cost 48 bytes per contract (`ordo-bench`,
+  /// memory scenario).
+  var callback: ContractCallback?
   /// Its callback runs now (a contract's calls never nest).
   var running = false
 
@@ -44,7 +45,7 @@ final class ContractState {
     patterns = PatternStore(reads: reads, writes: writes)
     let kind: ContractKind = reads.isEmpty ? .everyTransaction : (priority == nil ? .data : .priority)
     self.kind = kind
-    self.callback = CallbackBox(callback)
+    self.callback = callback
     rank = kind == .priority ? priority! : 0
   }
 
@@ -107,13 +108,6 @@ final class ContractState {
       triggers = .many(list)
     }
   }
-}
-
-/// A contract's callback, in an object of its own so that a pass calls it
-/// borrowed.
-final class CallbackBox {
-  let run: ContractCallback
-  init(_ run: @escaping ContractCallback) { self.run = run }
 }
 
 /// The written keypaths that scheduled a contract in a pass: most often one,

@@ -340,13 +340,14 @@ final class PassRunner {
     c.calls += 1
     c.lastTransaction = note.transaction
     notifications += 1
-    // Borrowed: the contract keeps its callback while `running` (see
-    // ContractGraph.remove).
-    let callback = c.callback.map { Unmanaged.passUnretained($0) }
+    // The contract keeps its callback while `running` (see
+    // ContractGraph.remove), so this copy is the last one only in the
+    // unregistered case below, which drops it without the lock.
+    var callback = c.callback
     var failure: (any Error)?
     c.running = true
     gate.call(c) {
-      do { try callback?._withUnsafeGuaranteedRef { try $0.run(note) } } catch { failure = error }
+      do { try callback?(note) } catch { failure = error }
     }
     c.running = false
     if !c.registered && c.callback != nil {
@@ -355,6 +356,7 @@ final class PassRunner {
       // only the thread that owns the bus touches a contract's callback).
       gate.lock.unlock()
       c.callback = nil
+      callback = nil
       gate.lock.lock()
     }
     guard let failure else { return nil }
