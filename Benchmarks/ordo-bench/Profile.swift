@@ -96,24 +96,22 @@ func runProfile(_ workload: String) throws {
     }
     check(sink.calls == 100_000, "profile \(kind): \(sink.calls) calls")
     progress("profile \(kind):\(n): \(Double(nowNS() - t0) / 10_000) ns per commit")
-  case "delivery":
+  case "delivery", "delivery-handles", "delivery-typed":
     let d = try OrdoDelivery(1_000)
-    _ = try d.run(5)
-    let t = try profiledTransactions(d, 200)
-    d.verify("profile delivery")
-    progress("profile delivery: \(Double(t) / 200_000) ns per change")
-  case "delivery-handles":
-    let d = try OrdoDelivery(1_000)
-    _ = try d.runHandles(5)
-    let t = try profiledHandleTransactions(d, 200)
-    d.verify("profile delivery-handles")
-    progress("profile delivery-handles: \(Double(t) / 200_000) ns per change")
-  case "delivery-typed":
-    let d = try OrdoDelivery(1_000)
-    _ = try d.runTyped(5)
-    let t = try profiledTypedTransactions(d, 200)
-    d.verify("profile delivery-typed")
-    progress("profile delivery-typed: \(Double(t) / 200_000) ns per change")
+    let t: UInt64
+    switch kind {
+    case "delivery-handles":
+      _ = try d.runHandles(5)
+      t = try profiledHandleTransactions(d, 200)
+    case "delivery-typed":
+      _ = try d.runTyped(5)
+      t = try profiledTypedTransactions(d, 200)
+    default:
+      _ = try d.run(5)
+      t = try profiledTransactions(d, 200)
+    }
+    d.verify("profile \(kind)")
+    progress("profile \(kind): \(Double(t) / 200_000) ns per change")
   case "register" where n > 0:
     let bus = Bus()
     let sink = Sink()
