@@ -52,10 +52,10 @@ public final class DurableState: Sendable {
   private let core: Core
   /// Serializes `sync()` calls (held across the file's I/O, never by the
   /// commit hook).
-  private let syncing = Mutex<Void>(())
+  private let syncing = Locked<Void>(())
 
   /// Buses with a durable state attached, so that a second attach is refused.
-  private static let attached = Mutex<Set<ObjectIdentifier>>([])
+  private static let attached = Locked<Set<ObjectIdentifier>>([])
 
   private init(bus: Bus, file: StateFile, mode: Mode, durable: UInt64) {
     self.bus = bus
@@ -319,11 +319,11 @@ public final class DurableState: Sendable {
     }
 
     let file: StateFile
-    let state: Mutex<State>
+    let state: Locked<State>
 
     init(file: StateFile, durable: UInt64) {
       self.file = file
-      self.state = Mutex(State(committed: durable, durable: durable))
+      self.state = Locked(State(committed: durable, durable: durable))
     }
 
     /// Grouped mode's hook (bus lock held): queues the transaction.

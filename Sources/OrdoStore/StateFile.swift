@@ -39,14 +39,14 @@ public final class StateFile: Sendable {
   /// Whether `open` created the file (a new epoch) rather than loading one.
   public let created: Bool
 
-  private let inner: Mutex<Connection>
+  private let inner: Locked<Connection>
 
   private init(path: String, syncMode: SyncMode, epoch: String, created: Bool, connection: consuming sending Connection) {
     self.path = path
     self.syncMode = syncMode
     self.epoch = epoch
     self.created = created
-    self.inner = Mutex(connection)
+    self.inner = Locked(connection)
   }
 
   deinit {
