@@ -151,7 +151,7 @@ final class PassRunner {
     let node = journal[i].node
     if journal[i].hasLists && !journal.removed(i).isEmpty && !journal.ownChange(i) {
       forEachReader(changedBy: i) { c in
-        guard c.registered && c.calledSerial != serial && c.id != skip else { return }
+        guard due(c, skip) else { return }
         node.with { trigger(c, by: $0) }
       }
       return
@@ -159,10 +159,17 @@ final class PassRunner {
     node.with { n in
       switch graph.readers(n) {
       case .none: break
-      case .one(let r): r.with { c in if c.registered && c.calledSerial != serial && c.id != skip { trigger(c, by: n) } }
-      case .many(let list): for c in list where c.registered && c.calledSerial != serial && c.id != skip { trigger(c, by: n) }
+      case .one(let r): r.with { c in if due(c, skip) { trigger(c, by: n) } }
+      case .many(let list): for c in list where due(c, skip) { trigger(c, by: n) }
       }
     }
+  }
+
+  /// Whether a reader of a change is scheduled at the start of the pass:
+  /// registered, not yet called in it, and not `skip`.
+  @inline(__always)
+  private func due(_ c: ContractState, _ skip: ContractID) -> Bool {
+    c.registered && c.calledSerial != serial && c.id != skip
   }
 
   /// Schedules, later in the pass, the contracts a write by the running
