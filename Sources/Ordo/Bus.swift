@@ -37,10 +37,6 @@ public final class Bus: @unchecked Sendable {
 
   deinit {
     link.detach()
-    // Contracts whose callbacks capture handles (or anything naming a key
-    // node) form cycles through the nodes' reader caches: release every
-    // callback with the bus.
-    contractGraph.registry.forEach { $0.callback = nil }
     store.reset()
   }
 
@@ -77,6 +73,8 @@ public final class Bus: @unchecked Sendable {
       let outcome = passes.runCommit()
       let hooks = passEnded(outcome)
       gate.lock.unlock()
+      // Contracts unregistered during the pass go now, without the lock.
+      withExtendedLifetime(outcome.retired) {}
       defer { for hook in hooks { hook() } }
       return try settle(outcome)
     }
@@ -534,6 +532,8 @@ public final class Bus: @unchecked Sendable {
     } catch {
       if acquired { gate.release() }
       gate.lock.unlock()
+      // The refused contract (and its callback) goes without the lock.
+      withExtendedLifetime(c) {}
       throw error
     }
     contractGraph.insert(c, deferLevels: passes.hasTransaction)
@@ -544,6 +544,7 @@ public final class Bus: @unchecked Sendable {
       return handle
     }
     var hooks: [@Sendable () -> Void] = []
+    var retired: [ContractState] = []
     switch gate.phase {
     case .pass where passes.hasTransaction:
       passes.scheduleInitial(c)
@@ -559,16 +560,22 @@ public final class Bus: @unchecked Sendable {
       if let refusal = outcome.refusal {
         passes.report(ContractFailure(contract: c.id, name: c.name, transaction: 0, message: refusal.description))
         gate.lock.unlock()
+        withExtendedLifetime((outcome.retired, c)) {}
         for action in outcome.undo.reversed() { action() }
         for hook in hooks { hook() }
         return handle
       }
+      retired = outcome.retired
     default:
       // Inside an open transaction, an initial call, or the initial call
       // that opened a pass: called now; its writes join what is open.
       passes.callInitial(c)
+      if !gate.inPass { retired = contractGraph.takeRetired() }
     }
     gate.lock.unlock()
+    // What went during the initial call goes without the lock (the new
+    // contract too, if it unregistered itself).
+    withExtendedLifetime((retired, c)) {}
     for hook in hooks { hook() }
     return handle
   }
@@ -594,11 +601,12 @@ public final class Bus: @unchecked Sendable {
       gate.lock.unlock()
       throw OrdoError(.notFound, "no contract with id \(id) on this bus")
     }
-    let callback = contractGraph.remove(c, inPass: gate.inPass, deferLevels: passes.hasTransaction)
+    let gone = contractGraph.remove(c, inPass: gate.inPass, deferLevels: passes.hasTransaction)
     if acquired { gate.release() }
     gate.lock.unlock()
-    // The callback (and what it captures) is released here, outside the lock.
-    withExtendedLifetime(callback) {}
+    // The contract (and what its callback captures) is released here,
+    // outside the lock.
+    withExtendedLifetime(gone) {}
   }
 
   /// Unregisters the contract with this name. Throws

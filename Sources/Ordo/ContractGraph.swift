@@ -246,7 +246,7 @@ final class ContractGraph {
   /// callback, to be released without the lock. `inPass` while any pass
   /// runs (its schedule names contracts unretained); `deferLevels` while a
   /// pass with an id runs.
-  func remove(_ c: ContractState, inPass: Bool, deferLevels: Bool) -> ContractCallback? {
+  func remove(_ c: ContractState, inPass: Bool, deferLevels: Bool) -> ContractState? {
     let seeds = c.isData ? downstream(c) : []
     byName.remove(c)
     for r in c.reads { readIndex.remove(r, c) }
@@ -254,67 +254,108 @@ final class ContractGraph {
     generation += 1
     if c.kind == .everyTransaction { everyTransaction.removeAll { $0 === c } }
     c.registered = false
-    registry.removed(sweep: !inPass)
     // A contract scheduled in the running pass holds its trigger nodes:
     // drop them with it.
     c.clearTriggers()
     propagateLevels(seeds, inPass: deferLevels)
-    // A contract unregistered from its own callback (or while a bridge
-    // waits in it) keeps its callback until the call returns.
-    guard !c.running else { return nil }
-    let callback = c.callback
-    c.callback = nil
-    return callback
+    // Kept while the running pass may still pop it, or while its own call
+    // (or a bridge waiting in it) runs.
+    return registry.remove(c, keep: inPass || c.running)
   }
+
+  /// The contracts retired during the pass that ended (or the initial call
+  /// outside a pass): to be released without the lock.
+  func takeRetired() -> [ContractState] { registry.takeRetired() }
 
   /// Patterns as text, for messages.
   func text(_ ps: PatternList) -> String { "[" + ps.map(store.text).joined(separator: ", ") + "]" }
 }
 
 /// The registered contracts in id order (ids only grow, so appending keeps
-/// the order), found by binary search: 8 bytes a contract where a hash
-/// table takes about 20. An unregistered contract stays until more than
-/// half the entries are unregistered ones; they are then dropped in one
-/// sweep.
+/// the order), found by binary search over their ids: 16 bytes a contract
+/// where a hash table takes about 20.
+///
+/// The registry is what keeps a contract alive (the pass, the indexes'
+/// caches and the name table name it without retaining it, and the
+/// callback is a constant of the contract, called without a retain). So
+/// an unregistered contract goes at once — returned by ``remove(_:keep:)``
+/// to be released without the bus's lock — unless a pass or its own call
+/// still names it: then it is kept aside (retired) until that ends. Its
+/// slot becomes a hole; the holes are dropped in one sweep when they are
+/// more than half.
 struct Registry {
-  private var all: [ContractState] = []
+  private var ids: [ContractID] = []
+  private var refs: [ContractState?] = []
+  private var holes = 0
+  /// Unregistered contracts that the running pass or call still names.
+  private var retired: [ContractState] = []
   /// Registered contracts.
   private(set) var count = 0
 
   /// Adds a contract with an id above every id added before.
   mutating func append(_ c: ContractState) {
-    precondition(all.last.map { $0.id < c.id } ?? true, "contract ids must grow")
-    all.append(c)
+    precondition(ids.last.map { $0 < c.id } ?? true, "contract ids must grow")
+    ids.append(c.id)
+    refs.append(c)
     count += 1
   }
 
-  /// Notes that a contract was unregistered (its `registered` is false).
-  /// With `sweep` (outside passes: a pass's schedule and triggers name
-  /// contracts without retaining them, so they must stay alive until it
-  /// ends), drops the unregistered ones once they are more than half.
-  mutating func removed(sweep: Bool) {
-    count -= 1
-    if sweep && count * 2 < all.count {
-      all.removeAll { !$0.registered }
+  private func slot(_ id: ContractID) -> Int? {
+    var lo = 0
+    var hi = ids.count
+    while lo < hi {
+      let mid = (lo + hi) / 2
+      if ids[mid] < id { lo = mid + 1 } else { hi = mid }
     }
+    return lo < ids.count && ids[lo] == id ? lo : nil
+  }
+
+  /// Takes out an unregistered contract (its `registered` is false).
+  /// Returns it, for the caller to release without the lock; with `keep`
+  /// (a pass runs, or its own call), keeps it retired instead and returns
+  /// nil.
+  mutating func remove(_ c: ContractState, keep: Bool) -> ContractState? {
+    guard let i = slot(c.id), refs[i] === c else { return nil }
+    refs[i] = nil
+    holes += 1
+    count -= 1
+    if holes > 8 && holes * 2 > ids.count {
+      var j = 0
+      for k in 0..<ids.count where refs[k] != nil {
+        ids[j] = ids[k]
+        refs.swapAt(j, k)
+        j += 1
+      }
+      ids.removeLast(ids.count - j)
+      refs.removeLast(refs.count - j)
+      holes = 0
+    }
+    if keep {
+      retired.append(c)
+      return nil
+    }
+    return c
+  }
+
+  /// Every retired contract, taken out (the pass ended).
+  mutating func takeRetired() -> [ContractState] {
+    guard !retired.isEmpty else { return [] }
+    defer { retired.removeAll() }
+    return retired
   }
 
   /// The registered contract with this id.
   func find(_ id: ContractID) -> ContractState? {
-    var lo = 0
-    var hi = all.count
-    while lo < hi {
-      let mid = (lo + hi) / 2
-      if all[mid].id < id { lo = mid + 1 } else { hi = mid }
-    }
-    guard lo < all.count, all[lo].id == id, all[lo].registered else { return nil }
-    return all[lo]
+    guard let i = slot(id), let c = refs[i], c.registered else { return nil }
+    return c
   }
 
   /// The registered contracts, in id order.
-  var live: [ContractState] { all.filter(\.registered) }
+  var live: [ContractState] { refs.compactMap { $0 } }
 
-  /// Calls `body` for every contract still listed (registered or not).
-  func forEach(_ body: (ContractState) -> Void) { all.forEach(body) }
+  /// Calls `body` for every registered contract and every retired one.
+  func forEach(_ body: (ContractState) -> Void) {
+    for case let c? in refs { body(c) }
+    retired.forEach(body)
+  }
 }
-

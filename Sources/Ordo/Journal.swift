@@ -15,7 +15,7 @@ final class Journal {
     let node: Unretained<KeyNode>
     /// The node's value at the start of the transaction, once saved (it is
     /// saved by the first write that alters it).
-    var original = Saved()
+    var original = PackedValue(kind: .none)
     var hasOriginal: Bool { original.kind != .none }
     /// Its value differs from the start (presence, type or content, doubles
     /// bit for bit): kept up to date by every write, so that the pass and
@@ -38,16 +38,6 @@ final class Journal {
     init(node: KeyNode) { self.node = Unretained(node) }
   }
 
-  /// A saved start value: a scalar inline, a string or bytes as an index
-  /// into ``Journal/originals``.
-  struct Saved {
-    enum Kind: UInt8 {
-      case none, absent, bool, int64, double, boxed
-    }
-    var kind = Kind.none
-    var bits: UInt64 = 0
-  }
-
   /// The rare parts of a record, kept apart so that a record holds no
   /// reference-counted field but its original value.
   struct Lists {
@@ -65,7 +55,7 @@ final class Journal {
   /// Identifies the running transaction in node stamps.
   private(set) var serial: UInt32 = 1
   /// The saved start values that are strings or bytes, for records whose
-  /// ``Record/original`` is ``Saved/Kind/boxed`` (unchecked: every write and pass step may touch it; only with the bus's lock held).
+  /// ``Record/original`` is ``PackedValue/Kind/boxed`` (unchecked: every write and pass step may touch it; only with the bus's lock held).
   @exclusivity(unchecked) private var originals = ContiguousArray<Value>()
   /// In first-touch order: `count` records from `records`. A buffer of
   /// its own rather than an array: every write appends or updates a record
@@ -123,7 +113,7 @@ final class Journal {
 
   /// A saved value as a value (nil for an absent or unsaved one).
   @inline(__always)
-  private func value(of s: Saved) -> Value? {
+  private func value(of s: PackedValue) -> Value? {
     switch s.kind {
     case .none, .absent: nil
     case .bool: .bool(s.bits != 0)
@@ -133,24 +123,19 @@ final class Journal {
     }
   }
 
-  /// Saves a value: a scalar inline, a string or bytes in ``originals``.
+  /// Saves a node's value: a scalar as it is packed, a string or bytes in
+  /// ``originals``.
   @inline(__always)
-  private func save(_ v: Value?) -> Saved {
-    switch v {
-    case nil: return Saved(kind: .absent)
-    case .bool(let x)?: return Saved(kind: .bool, bits: x ? 1 : 0)
-    case .int64(let x)?: return Saved(kind: .int64, bits: UInt64(bitPattern: x))
-    case .double(let x)?: return Saved(kind: .double, bits: x.bitPattern)
-    case let boxed?:
-      originals.append(boxed)
-      return Saved(kind: .boxed, bits: UInt64(originals.count - 1))
-    }
+  private func save(_ n: KeyNode) -> PackedValue {
+    guard n.packed.kind == .boxed, let boxed = n.boxed else { return n.packed }
+    originals.append(boxed)
+    return PackedValue(kind: .boxed, bits: UInt64(originals.count - 1))
   }
 
   /// Whether `v` equals a saved value (SPEC §2: presence, type, content;
   /// doubles bit for bit).
   @inline(__always)
-  private func same(_ s: Saved, _ v: Value?) -> Bool {
+  private func same(_ s: PackedValue, _ v: Value?) -> Bool {
     switch (s.kind, v) {
     case (.absent, nil): true
     case (.bool, .bool(let x)?): (s.bits != 0) == x
@@ -215,8 +200,8 @@ final class Journal {
   /// Before a write alters the value of record `i`'s node: saves that value
   /// as the start value when it is not saved yet.
   @inline(__always)
-  func altering(_ i: Int, from old: Value?) {
-    if !records[i].hasOriginal { records[i].original = save(old) }
+  func altering(_ i: Int, from n: KeyNode) {
+    if !records[i].hasOriginal { records[i].original = save(n) }
   }
 
   /// After a write altered the value of record `i`'s node to `v`: whether it
@@ -224,6 +209,13 @@ final class Journal {
   @inline(__always)
   func altered(_ i: Int, to v: Value?) {
     records[i].changed = !same(records[i].original, v)
+  }
+
+  /// The same for a scalar, packed: a comparison of plain bits (a boxed
+  /// start value is another value).
+  @inline(__always)
+  func altered(_ i: Int, to p: PackedValue) {
+    records[i].changed = records[i].original != p
   }
 
   /// Whether the node of record `i` holds another value than at the start.

@@ -48,6 +48,8 @@ final class PassRunner {
     var undo: [@Sendable () -> Void] = []
     /// The pass's trace, for the trace handler (called without the lock).
     var trace: PassTrace?
+    /// Contracts unregistered during the pass, to release without the lock.
+    var retired: [ContractState] = []
   }
 
   // MARK: - Starting a pass
@@ -160,7 +162,7 @@ final class PassRunner {
       switch graph.readers(n) {
       case .none: break
       case .one(let r): r.with { c in if due(c, skip) { trigger(c, by: n) } }
-      case .many(let list): for c in list where due(c, skip) { trigger(c, by: n) }
+      case .many(let list): for r in list { r.with { c in if due(c, skip) { trigger(c, by: n) } } }
       }
     }
   }
@@ -216,13 +218,13 @@ final class PassRunner {
         outcome.refusal = OrdoError(.storage, "transaction \(txn) was not stored, nothing of it was applied: \(error)")
         outcome.undo = store.rollback()
         outcome.trace = endTrace(txn, changed, committed: false)
-        end()
+        outcome.retired = end()
         return outcome
       }
     }
     store.commit(txn)
     outcome.trace = endTrace(txn, changed, committed: true)
-    end()
+    outcome.retired = end()
     outcome.transaction = txn
     return outcome
   }
@@ -234,7 +236,7 @@ final class PassRunner {
     if let r = recorder, !r.steps.isEmpty { outcome.trace = endTrace(store.lastTransaction, [], committed: false) }
     recorder = nil
     store.reset()
-    end()
+    outcome.retired = end()
     return outcome
   }
 
@@ -263,9 +265,11 @@ final class PassRunner {
     }
   }
 
-  private func end() {
+  /// Ends the pass; returns the contracts unregistered during it.
+  private func end() -> [ContractState] {
     gate.finish()
     graph.passEnded()
+    return graph.takeRetired()
   }
 
   /// Calls a popped contract if it is due (SPEC §5.2). Lock held.
@@ -347,25 +351,17 @@ final class PassRunner {
     c.calls += 1
     c.lastTransaction = note.transaction
     notifications += 1
-    // The contract keeps its callback while `running` (see
-    // ContractGraph.remove), so this copy is the last one only in the
-    // unregistered case below, which drops it without the lock.
-    var callback = c.callback
     var failure: (any Error)?
     c.running = true
+    // The callback is a constant of the contract, which the bus keeps
+    // while it runs (see ``Registry``): called borrowed, without a retain.
     gate.call(c) {
-      do { try callback?(note) } catch { failure = error }
+      do { try c.callback(note) } catch { failure = error }
     }
+    // Unregistered during this call, it stays retired until the pass (or,
+    // outside a pass, the registration that made this initial call) ends,
+    // and goes then without the lock.
     c.running = false
-    if !c.registered && c.callback != nil {
-      // Unregistered during its own call: its callback goes now, without
-      // the lock (what it captures may call back into the bus as it goes;
-      // only the thread that owns the bus touches a contract's callback).
-      gate.lock.unlock()
-      c.callback = nil
-      callback = nil
-      gate.lock.lock()
-    }
     guard let failure else { return nil }
     c.failures += 1
     failures += 1

@@ -9,7 +9,10 @@ final class KeyNode {
   let hash: UInt64
   /// The full keypath ("" for the root).
   let key: String
-  var value: Value?
+  /// Its value packed: a scalar inline, a string or bytes in ``boxed``.
+  var packed = PackedValue.absent
+  /// The string or bytes when ``packed`` is boxed, else nil.
+  var boxed: Value?
   /// The journal's serial << 32 | the index of this node's record.
   var journalStamp: UInt64 = 0
   /// Cache of affected readers, valid for one generation of the contract
@@ -34,10 +37,27 @@ final class KeyNode {
     self.hash = hash
   }
 
+  /// The value (nil when it holds none).
+  var value: Value? {
+    @inline(__always) get { packed.kind == .boxed ? boxed : packed.scalar }
+    set {
+      guard let v = newValue else {
+        packed = .absent
+        boxed = nil
+        return
+      }
+      packed = PackedValue(v)
+      boxed = packed.kind == .boxed ? v : nil
+    }
+  }
+
+  /// Whether it holds a value.
+  var hasValue: Bool { @inline(__always) get { packed.kind != .absent } }
+
   /// Whether the node is worth keeping: it holds a value, has a history
   /// (a tombstone keeps its counter and changed-at), has descendants or is
   /// named by a handle.
-  var isKept: Bool { value != nil || counter > 0 || !children.isEmpty || pinned }
+  var isKept: Bool { hasValue || counter > 0 || !children.isEmpty || pinned }
 
   func forEachInSubtree(_ body: (KeyNode) -> Void) {
     body(self)
@@ -46,20 +66,21 @@ final class KeyNode {
 }
 
 /// The contracts a write to a keypath affects: most keypaths have one
-/// reader or none, held without an array. The single reader is not
-/// retained: every unregistration makes every reader cache stale (see
+/// reader or none, held without an array. Readers are not retained: every
+/// unregistration makes every reader cache stale (see
 /// ``ContractGraph/readers(_:)``) before the contract can go, and a stale
-/// cache is rebuilt before it is read.
+/// cache is rebuilt before it is read. (Retained, a stale cache would keep
+/// an unregistered contract, and what its callback captures, alive.)
 enum Readers {
   case none
   case one(Unretained<ContractState>)
-  case many([ContractState])
+  case many([Unretained<ContractState>])
 
   init(_ list: [ContractState]) {
     switch list.count {
     case 0: self = .none
     case 1: self = .one(Unretained(list[0]))
-    default: self = .many(list)
+    default: self = .many(list.map { Unretained($0) })
     }
   }
 
@@ -68,7 +89,7 @@ enum Readers {
     switch self {
     case .none: break
     case .one(let r): r.with(body)
-    case .many(let list): for r in list { body(r) }
+    case .many(let list): for r in list { r.with(body) }
     }
   }
 }
@@ -236,21 +257,33 @@ final class Store {
     let i: Int
     switch op {
     case .set(let v):
-      altered = !Value.same(n.value, v)
-      i = journal.write(n, external: external, ownValue: true, touched: false)
-      if altered {
-        // Swapped in: the old value moves out without a copy.
-        var old: Value? = v
-        swap(&n.value, &old)
-        journal.altering(i, from: old)
-        if old == nil { valueCount += 1 }
-        journal.altered(i, to: v)
+      let p = PackedValue(v)
+      if p.kind != .boxed {
+        // A scalar: plain bits compared, saved and stored.
+        altered = n.packed != p
+        i = journal.write(n, external: external, ownValue: true, touched: false)
+        if altered {
+          journal.altering(i, from: n)
+          if n.packed.kind == .absent { valueCount += 1 } else if n.packed.kind == .boxed { n.boxed = nil }
+          n.packed = p
+          journal.altered(i, to: p)
+        }
+      } else {
+        altered = !Value.same(n.value, v)
+        i = journal.write(n, external: external, ownValue: true, touched: false)
+        if altered {
+          journal.altering(i, from: n)
+          if !n.hasValue { valueCount += 1 }
+          n.packed = p
+          n.boxed = v
+          journal.altered(i, to: v)
+        }
       }
     case .remove:
-      altered = n.value != nil
+      altered = n.hasValue
       i = journal.write(n, external: external, ownValue: true, touched: false)
       if altered {
-        journal.altering(i, from: n.value)
+        journal.altering(i, from: n)
         setValue(n, nil)
         journal.altered(i, to: nil)
       }
@@ -263,9 +296,9 @@ final class Store {
       var removedAny = false
       i = journal.write(n, external: external, ownValue: false, touched: false)
       n.forEachInSubtree { d in
-        guard d.value != nil else { return }
+        guard d.hasValue else { return }
         let j = journal.write(d, external: false, ownValue: false, touched: false, asKeypath: false)
-        journal.altering(j, from: d.value)
+        journal.altering(j, from: d)
         setValue(d, nil)
         journal.altered(j, to: nil)
         removedAny = true
@@ -278,7 +311,7 @@ final class Store {
   }
 
   private func setValue(_ n: KeyNode, _ v: Value?) {
-    if n.value == nil && v != nil { valueCount += 1 } else if n.value != nil && v == nil { valueCount -= 1 }
+    if !n.hasValue && v != nil { valueCount += 1 } else if n.hasValue && v == nil { valueCount -= 1 }
     n.value = v
   }
 

@@ -95,3 +95,52 @@ public enum Value: Hashable, Sendable, CustomStringConvertible {
     }
   }
 }
+
+/// A value packed the way the store keeps it: a bool, int64 or double
+/// inline (kind and 64 bits), a string or bytes only marked (``Kind/boxed``)
+/// and kept beside it as a ``Value``. A key node holds its value so, and
+/// the journal its start values: a scalar write compares, saves and stores
+/// plain bits, with no reference counting and no enum copy.
+struct PackedValue: Equatable {
+  enum Kind: UInt8 {
+    /// Not saved (the journal's start value before the first alteration).
+    case none
+    /// No value.
+    case absent
+    case bool, int64, double
+    /// A string or bytes, kept beside (`bits` is the journal's index).
+    case boxed
+  }
+  var kind = Kind.none
+  var bits: UInt64 = 0
+
+  static let absent = PackedValue(kind: .absent)
+
+  /// A scalar packed, or a string or bytes marked boxed (bits 0).
+  @inline(__always)
+  init(_ v: Value) {
+    switch v {
+    case .bool(let x): self.init(kind: .bool, bits: x ? 1 : 0)
+    case .int64(let x): self.init(kind: .int64, bits: UInt64(bitPattern: x))
+    case .double(let x): self.init(kind: .double, bits: x.bitPattern)
+    case .string, .bytes: self.init(kind: .boxed)
+    }
+  }
+
+  @inline(__always)
+  init(kind: Kind, bits: UInt64 = 0) {
+    self.kind = kind
+    self.bits = bits
+  }
+
+  /// A scalar as a value (nil for none, absent and boxed).
+  @inline(__always)
+  var scalar: Value? {
+    switch kind {
+    case .none, .absent, .boxed: nil
+    case .bool: .bool(bits != 0)
+    case .int64: .int64(Int64(bitPattern: bits))
+    case .double: .double(Double(bitPattern: bits))
+    }
+  }
+}

@@ -224,16 +224,17 @@ import Testing
   }
 
   /// A contract that unregisters itself keeps what its callback captures
-  /// until the call returns, and lets it go then (not with the bus), without
-  /// the bus's lock: the captured object's deinit may use the bus.
-  @Test func aContractUnregisteredInItsOwnCallKeepsItsCaptureUntilTheCallReturns() throws {
+  /// until the call returns, and lets it go when the pass ends (not with
+  /// the bus), without the bus's lock: the captured object's deinit may use
+  /// the bus.
+  @Test func aContractUnregisteredInItsOwnCallKeepsItsCaptureUntilThePassEnds() throws {
     final class Captured: @unchecked Sendable {
       let gone: Box<[String]>
       let bus: Bus
       init(_ gone: Box<[String]>, _ bus: Bus) { self.gone = gone; self.bus = bus }
       deinit {
-        // The bus is usable here: its lock is not held (the pass still
-        // runs, so the counter is the committed one, 0).
+        // The bus is usable here: its lock is not held (the contract goes
+        // when the pass has ended: the counter is the committed one, 1).
         let counter = (try? bus.counter("k")) ?? 0
         gone.mutate { $0.append("deinit, counter \(counter)") }
       }
@@ -248,9 +249,44 @@ import Testing
     }
     captured = nil
     try bus.commitWith { try bus.set("k", .int64(1)) }
-    #expect(log.value == ["called", "deinit, counter 0"])
+    #expect(log.value == ["called", "deinit, counter 1"])
     try bus.commitWith { try bus.set("k", .int64(2)) }
-    #expect(log.value == ["called", "deinit, counter 0"])
+    #expect(log.value == ["called", "deinit, counter 1"])
+  }
+
+  /// What an unregistered contract's callback captures goes at once outside
+  /// a pass, and when the pass ends for a contract another one unregisters
+  /// during it (it may still be scheduled); in both cases without the
+  /// bus's lock, and not kept by the reader caches that still name it.
+  @Test func anUnregisteredContractsCaptureGoesWithoutTheLock() throws {
+    final class Captured: @unchecked Sendable {
+      let log: Box<[String]>
+      let bus: Bus
+      let name: String
+      init(_ log: Box<[String]>, _ bus: Bus, _ name: String) { self.log = log; self.bus = bus; self.name = name }
+      deinit {
+        let counter = (try? bus.counter("k")) ?? 0
+        log.mutate { $0.append("\(name) gone, counter \(counter)") }
+      }
+    }
+    let bus = Bus()
+    let log = Box<[String]>([])
+    var first: Captured? = Captured(log, bus, "first")
+    var second: Captured? = Captured(log, bus, "second")
+    // Two readers of "k": the node's reader cache lists both.
+    let a = try bus.register(name: "a", reads: ["k"]) { [first] _ in first!.log.mutate { $0.append("a called") } }
+    let b = try bus.register(name: "b", reads: ["k", "j"]) { [second] _ in second!.log.mutate { $0.append("b called") } }
+    first = nil
+    second = nil
+    try bus.commitWith { try bus.set("k", .int64(1)) }
+    #expect(log.value == ["a called", "b called"])
+    // Outside a pass: at once.
+    try bus.unregister(a.id)
+    #expect(log.value == ["a called", "b called", "first gone, counter 1"])
+    // During a pass, by another contract: when the pass has ended.
+    try bus.register(name: "remover", reads: ["k"], priority: -1) { _ in try bus.unregister(b.id) }
+    try bus.commitWith { try bus.set("k", .int64(2)) }
+    #expect(log.value == ["a called", "b called", "first gone, counter 1", "second gone, counter 2"])
   }
 
   @Test func everyTransactionContracts() throws {
