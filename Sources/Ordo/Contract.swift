@@ -52,20 +52,21 @@ public struct ChangedKeypaths: RandomAccessCollection, Hashable, @unchecked Send
   // touched, costs no cache miss, where retaining the key's storage costs
   // one per change at 100 000 keypaths (`ordo-bench --profile
   // commit-handles:100000` with CACHE=1).
-  private let node: KeyNode?
-  private let list: [String]?
+  // One field (a single release when a notification goes).
+  private enum Storage {
+    case none
+    case node(KeyNode)
+    case list([String])
+  }
+  private let storage: Storage
 
   /// Makes the collection from keypaths.
   public init(_ keypaths: [String]) {
-    node = nil
-    list = keypaths.isEmpty ? nil : keypaths
+    storage = keypaths.isEmpty ? .none : .list(keypaths)
   }
 
   /// One keypath, by its node.
-  init(node: KeyNode) {
-    self.node = node
-    list = nil
-  }
+  init(node: KeyNode) { storage = .node(node) }
 
   /// Makes the collection from keypaths.
   public init(arrayLiteral keypaths: String...) { self.init(keypaths) }
@@ -73,18 +74,25 @@ public struct ChangedKeypaths: RandomAccessCollection, Hashable, @unchecked Send
   /// 0.
   public var startIndex: Int { 0 }
   /// The number of keypaths.
-  public var endIndex: Int { node != nil ? 1 : list?.count ?? 0 }
+  public var endIndex: Int {
+    switch storage {
+    case .none: 0
+    case .node: 1
+    case .list(let list): list.count
+    }
+  }
   /// Printed as an array: `["a.b"]`.
   public var description: String { Array(self).description }
 
   /// The keypath at `i`.
   public subscript(i: Int) -> String {
-    if let node {
+    switch storage {
+    case .none: preconditionFailure("index out of range")
+    case .node(let node):
       precondition(i == 0, "index out of range")
       return node.key
+    case .list(let list): return list[i]
     }
-    guard let list else { preconditionFailure("index out of range") }
-    return list[i]
   }
 
   /// Equal when they hold the same keypaths in the same order.

@@ -21,6 +21,8 @@ final class PassRunner {
   // Statistics and reports.
   private(set) var notifications: UInt64 = 0
   private(set) var failures: UInt64 = 0
+  /// What the last failed callback threw, described.
+  private var lastFailure: String?
   var failureHandler: (@Sendable (ContractFailure) -> Void)?
   /// Told about every transaction before it commits; a throw discards it.
   var commitHook: ((UInt64, [KeyState]) throws -> Void)?
@@ -37,6 +39,8 @@ final class PassRunner {
     self.graph = graph
     journal = store.journal
   }
+
+  deinit { schedule.free() }
 
   /// How a pass ended.
   struct Outcome {
@@ -340,17 +344,19 @@ final class PassRunner {
   private func call(_ c: ContractState, _ note: ContractNotification, tracing r: TraceRecorder, because: [String], initial: Bool) {
     let i = r.calling(c, because: because, initial: initial, transaction: note.transaction)
     let t0 = monotonicNS()
-    let failure = call(c, note)
-    r.called(i, durationNS: monotonicNS() - t0, failure: failure.map { String(describing: $0) })
+    let failed = call(c, note)
+    r.called(i, durationNS: monotonicNS() - t0, failure: failed ? lastFailure : nil)
   }
 
-  /// Calls a contract's callback without holding the lock; returns what it
-  /// threw. Lock held on entry and on return.
+  /// Calls a contract's callback without holding the lock; returns whether
+  /// it threw (then ``lastFailure`` says what). A flag, not the error:
+  /// returning an optional error costs every call a release. Lock held on
+  /// entry and on return.
   @discardableResult
-  private func call(_ c: ContractState, _ note: ContractNotification) -> (any Error)? {
-    c.calls += 1
+  private func call(_ c: ContractState, _ note: ContractNotification) -> Bool {
+    c.calls &+= 1
     c.lastTransaction = note.transaction
-    notifications += 1
+    notifications &+= 1
     var failure: (any Error)?
     c.running = true
     // The callback is a constant of the contract, which the bus keeps
@@ -362,11 +368,13 @@ final class PassRunner {
     // outside a pass, the registration that made this initial call) ends,
     // and goes then without the lock.
     c.running = false
-    guard let failure else { return nil }
+    guard let failure else { return false }
     c.failures += 1
     failures += 1
-    report(ContractFailure(contract: c.id, name: c.name, transaction: note.transaction, message: String(describing: failure)))
-    return failure
+    let message = String(describing: failure)
+    lastFailure = message
+    report(ContractFailure(contract: c.id, name: c.name, transaction: note.transaction, message: message))
+    return true
   }
 
   /// Tells the failure handler, without the lock. Lock held.
@@ -398,17 +406,31 @@ final class PassRunner {
 /// arrays, so that sifting compares plain keys).
 ///
 /// Contracts are not retained: a scheduled contract stays in the bus's
-/// registry at least until the pass ends (the registry sweeps out
-/// unregistered contracts only between passes).
+/// registry at least until the pass ends (the registry retires contracts
+/// unregistered during a pass until it ends).
+///
+/// The bulk lives in two buffers of its own rather than arrays: every
+/// scheduled contract is pushed and popped once, and an array's uniqueness
+/// and capacity checks cost the delivery workload about 30 instructions per
+/// change (`ordo-bench --profile delivery-handles`, callgrind). Only
+/// touched with the bus's lock held; ``free()`` releases the buffers.
 struct Schedule {
   private typealias Ref = Unretained<ContractState>
-  private var added: [Ref] = []
-  private var run: [Ref] = []
+  /// Pushed since the run was taken.
+  private var added = RefBuffer()
+  /// The sorted run, popped from `next`.
+  private var run = RefBuffer()
   private var next = 0
   private var keys: [OrderKey] = []
   private var refs: [Ref] = []
 
+  @inline(__always)
   mutating func push(_ c: ContractState) { added.append(Ref(c)) }
+
+  mutating func free() {
+    added.free()
+    run.free()
+  }
 
   @inline(__always) private static func key(_ r: Ref) -> OrderKey { r.with { $0.key } }
 
@@ -446,21 +468,11 @@ struct Schedule {
     return top
   }
 
-  private static func inOrder(_ list: [Ref]) -> Bool {
-    guard var previous = list.first.map(key) else { return true }
-    for r in list.dropFirst() {
-      let k = key(r)
-      if k < previous { return false }
-      previous = k
-    }
-    return true
-  }
-
   /// The next contract in pass order, unretained.
   @inline(__always)
   mutating func pop() -> Unretained<ContractState>? {
     // Most passes schedule nothing while they run: the sorted run, in turn.
-    if next < run.count && added.isEmpty && keys.isEmpty {
+    if next < run.count && added.count == 0 && keys.isEmpty {
       next += 1
       return run[next - 1]
     }
@@ -468,28 +480,79 @@ struct Schedule {
   }
 
   private mutating func popSlow() -> Unretained<ContractState>? {
-    if !added.isEmpty {
+    if added.count > 0 {
       if next == run.count && keys.isEmpty {
-        // Swap the buffers (no copy): `run` is empty and keeps its capacity.
-        run.removeAll(keepingCapacity: true)
+        // Swap the buffers (no copy): `run` is spent and keeps its capacity.
+        run.count = 0
         swap(&run, &added)
         // Often already in order (readers registered in the order their
         // keypaths were written): one scan instead of a sort.
-        if !Schedule.inOrder(run) { run.sort { Schedule.key($0) < Schedule.key($1) } }
+        run.sortIfNeeded(by: Schedule.key)
         next = 0
       } else {
-        for c in added { heapPush(c) }
-        added.removeAll(keepingCapacity: true)
+        for i in 0..<added.count { heapPush(added[i]) }
+        added.count = 0
       }
     }
     let haveRun = next < run.count
     if !keys.isEmpty && (!haveRun || keys[0] < Schedule.key(run[next])) { return heapPop() }
     guard haveRun else {
-      run.removeAll(keepingCapacity: true)
+      run.count = 0
       next = 0
       return nil
     }
     next += 1
     return run[next - 1]
+  }
+}
+
+/// A growable buffer of unretained contract references without an array's
+/// checks (see ``Schedule``). A value: the owner frees it.
+struct RefBuffer {
+  private var base: UnsafeMutablePointer<Unretained<ContractState>>?
+  private var capacity = 0
+  var count = 0
+
+  @inline(__always)
+  subscript(i: Int) -> Unretained<ContractState> { base.unsafelyUnwrapped[i] }
+
+  @inline(__always)
+  mutating func append(_ r: Unretained<ContractState>) {
+    if count == capacity { grow() }
+    (base.unsafelyUnwrapped + count).initialize(to: r)
+    count += 1
+  }
+
+  private mutating func grow() {
+    let bigger = UnsafeMutablePointer<Unretained<ContractState>>.allocate(capacity: max(64, capacity * 2))
+    if let base {
+      bigger.moveInitialize(from: base, count: count)
+      base.deallocate()
+    }
+    base = bigger
+    capacity = max(64, capacity * 2)
+  }
+
+  /// Sorts by `key` unless already in order (one scan).
+  mutating func sortIfNeeded(by key: (Unretained<ContractState>) -> OrderKey) {
+    guard count > 1, let base else { return }
+    var previous = key(base[0])
+    for i in 1..<count {
+      let k = key(base[i])
+      if k < previous {
+        var all = UnsafeMutableBufferPointer(start: base, count: count)
+        all.sort { key($0) < key($1) }
+        return
+      }
+      previous = k
+    }
+  }
+
+  mutating func free() {
+    base?.deinitialize(count: count)
+    base?.deallocate()
+    base = nil
+    capacity = 0
+    count = 0
   }
 }
