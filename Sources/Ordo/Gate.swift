@@ -53,22 +53,40 @@ struct MonitorLock: @unchecked Sendable {
     // Guarded by `slow`.
     var signalled: UInt64 = 0
   }
-  private let word: UnsafeMutablePointer<Word>
-  private let turns: UnsafeMutablePointer<Turns>
-  private let slow: UnsafeMutablePointer<pthread_mutex_t>
+  // One block holds every part, each at a fixed offset in its own cache
+  // line; the lock is the block's address. Copying the lock to use it is
+  // then one word (five separate addresses cost the delivery workload
+  // about 28 instructions per change).
+  private let base: UnsafeMutableRawPointer
+  private static let turnsOffset = 64, slowOffset = 128, handoffOffset = 192, condOffset = 256, blockSize = 320
+
+  @inline(__always) private var word: UnsafeMutablePointer<Word> { base.assumingMemoryBound(to: Word.self) }
+  @inline(__always) private var turns: UnsafeMutablePointer<Turns> {
+    (base + MonitorLock.turnsOffset).assumingMemoryBound(to: Turns.self)
+  }
+  @inline(__always) private var slow: UnsafeMutablePointer<pthread_mutex_t> {
+    (base + MonitorLock.slowOffset).assumingMemoryBound(to: pthread_mutex_t.self)
+  }
   /// Contenders for the word sleep here.
-  private let handoff: UnsafeMutablePointer<pthread_cond_t>
+  @inline(__always) private var handoff: UnsafeMutablePointer<pthread_cond_t> {
+    (base + MonitorLock.handoffOffset).assumingMemoryBound(to: pthread_cond_t.self)
+  }
   /// Threads waiting for a broadcast sleep here.
-  private let cond: UnsafeMutablePointer<pthread_cond_t>
+  @inline(__always) private var cond: UnsafeMutablePointer<pthread_cond_t> {
+    (base + MonitorLock.condOffset).assumingMemoryBound(to: pthread_cond_t.self)
+  }
 
   private init() {
-    word = .allocate(capacity: 1)
-    word.initialize(to: Word())
-    turns = .allocate(capacity: 1)
-    turns.initialize(to: Turns())
-    slow = .allocate(capacity: 1)
-    handoff = .allocate(capacity: 1)
-    cond = .allocate(capacity: 1)
+    precondition(
+      MemoryLayout<Word>.size <= MonitorLock.turnsOffset && MemoryLayout<Turns>.size <= 64
+        && MemoryLayout<pthread_mutex_t>.size <= 64 && MemoryLayout<pthread_cond_t>.size <= 64,
+      "MonitorLock: a part outgrows its 64 bytes")
+    base = .allocate(byteCount: MonitorLock.blockSize, alignment: 64)
+    base.bindMemory(to: Word.self, capacity: 1).initialize(to: Word())
+    (base + MonitorLock.turnsOffset).bindMemory(to: Turns.self, capacity: 1).initialize(to: Turns())
+    (base + MonitorLock.slowOffset).bindMemory(to: pthread_mutex_t.self, capacity: 1).initialize(to: pthread_mutex_t())
+    (base + MonitorLock.handoffOffset).bindMemory(to: pthread_cond_t.self, capacity: 1).initialize(to: pthread_cond_t())
+    (base + MonitorLock.condOffset).bindMemory(to: pthread_cond_t.self, capacity: 1).initialize(to: pthread_cond_t())
     pthread_mutex_init(slow, nil)
     pthread_cond_init(handoff, nil)
     pthread_cond_init(cond, nil)
@@ -82,12 +100,8 @@ struct MonitorLock: @unchecked Sendable {
     pthread_cond_destroy(cond)
     pthread_cond_destroy(handoff)
     pthread_mutex_destroy(slow)
-    cond.deallocate()
-    handoff.deallocate()
-    slow.deallocate()
     word.deinitialize(count: 1)
-    word.deallocate()
-    turns.deallocate()
+    base.deallocate()
   }
 
   @inline(__always)
