@@ -10,10 +10,13 @@ import Darwin
 /// tables: a multiply–xor hash over 8-byte words (a few instructions per
 /// word, where `Hasher`'s SipHash costs about ten times as much), seeded per
 /// process so that a peer cannot choose keypaths that collide in advance.
+///
+/// `seed` is ``hashSeed``; a hot caller passes a copy it keeps (reading the
+/// global costs a `swift_once` check per hash).
 @inline(__always)
-func hashBytes(_ p: UnsafeRawBufferPointer) -> UInt64 {
+func hashBytes(_ p: UnsafeRawBufferPointer, seed: UInt64 = hashSeed) -> UInt64 {
   let m: UInt64 = 0x9E37_79B9_7F4A_7C15
-  var h = hashSeed ^ (UInt64(truncatingIfNeeded: p.count) &* m)
+  var h = seed ^ (UInt64(truncatingIfNeeded: p.count) &* m)
   var i = 0
   let n = p.count
   while i + 8 <= n {
@@ -24,11 +27,17 @@ func hashBytes(_ p: UnsafeRawBufferPointer) -> UInt64 {
   }
   if i < n {
     var w: UInt64 = 0
-    var shift: UInt64 = 0
-    while i < n {
-      w |= UInt64(p[i]) << shift
-      shift += 8
-      i += 1
+    if n >= 8 {
+      // The last 8 bytes, shifted so that only the tail's remain: one load
+      // instead of a byte loop.
+      w = p.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self) >> UInt64(8 * (8 - (n - i)))
+    } else {
+      var shift: UInt64 = 0
+      while i < n {
+        w |= UInt64(p[i]) << shift
+        shift += 8
+        i += 1
+      }
     }
     h = (h ^ w) &* m
     h ^= h >> 29
@@ -37,11 +46,17 @@ func hashBytes(_ p: UnsafeRawBufferPointer) -> UInt64 {
   return h ^ (h >> 31)
 }
 
-/// The hash of a string's UTF-8 bytes (see ``hashBytes(_:)``).
+/// The hash of a string's UTF-8 bytes (see ``hashBytes(_:seed:)``).
 @inline(__always)
-func hashString(_ s: String) -> UInt64 {
-  if let h = s.utf8.withContiguousStorageIfAvailable({ hashBytes(UnsafeRawBufferPointer($0)) }) { return h }
-  return Array(s.utf8).withUnsafeBytes(hashBytes)
+func hashString(_ s: String, seed: UInt64 = hashSeed) -> UInt64 {
+  if let h = s.utf8.withContiguousStorageIfAvailable({ hashBytes(UnsafeRawBufferPointer($0), seed: seed) }) { return h }
+  return hashBridged(s, seed)
+}
+
+/// The hash of a string without contiguous UTF-8 (bridged), out of line.
+@inline(never)
+func hashBridged(_ s: String, _ seed: UInt64) -> UInt64 {
+  Array(s.utf8).withUnsafeBytes { hashBytes($0, seed: seed) }
 }
 
 /// Whether a string's UTF-8 bytes equal `p`.

@@ -142,6 +142,8 @@ enum WriteOp {
 /// contracts or threads; the bus calls it with its lock held.
 final class Store {
   let root = KeyNode(key: "", ids: [], hash: hashString(""))
+  /// ``hashSeed``, kept here for the lookups of every write by keypath.
+  private let seed = hashSeed
   // Probed by every write through a keypath string. Without
   // @exclusivity(unchecked) the delivery workload (`ordo-bench --profile
   // delivery`, callgrind) runs 8 % more instructions, a commit at 100 000
@@ -164,19 +166,19 @@ final class Store {
   /// The node of a keypath the store has. One hash and one probe.
   @inline(__always)
   func existing(_ k: String) -> KeyNode? {
-    nodes.find(hashString(k)) { $0.key == k }?.takeUnretainedValue()
+    nodes.find(hashString(k, seed: seed)) { $0.key == k }?.takeUnretainedValue()
   }
 
   /// The node of a keypath given as UTF-8 bytes, if the store has it.
   @inline(__always)
   func existing(utf8 bytes: UnsafeRawBufferPointer) -> Unmanaged<KeyNode>? {
-    nodes.find(hashBytes(bytes)) { equalBytes($0.key, bytes) }
+    nodes.find(hashBytes(bytes, seed: seed)) { equalBytes($0.key, bytes) }
   }
 
   /// Resolves a keypath: one lookup; for a keypath the store does not have,
   /// one parse (which validates it).
   func target(_ k: String) throws(OrdoError) -> Target {
-    if let u = nodes.find(hashString(k), { $0.key == k }) { return .node(Unretained(u)) }
+    if let u = nodes.find(hashString(k, seed: seed), { $0.key == k }) { return .node(Unretained(u)) }
     let parts = try Keypath.parse(k, allowWildcards: false).segments
     return .new(k, segments: parts, ids: parts.map { segments.lookup($0) })
   }
