@@ -95,6 +95,16 @@ public struct ChangedKeypaths: RandomAccessCollection, Hashable, @unchecked Send
     }
   }
 
+  /// For bridges that hand keypaths to C: the only keypath, as
+  /// NUL-terminated UTF-8 that stays valid while this collection (or a copy
+  /// of it) lives; nil when it holds none or several. No copy per call: the
+  /// key node makes the C string once, the first time it is asked.
+  /// Only on the thread that runs the pass (the one that calls contracts).
+  package var onlyKeypathCString: UnsafePointer<CChar>? {
+    guard case .node(let node) = storage else { return nil }
+    return node.cKey
+  }
+
   /// Equal when they hold the same keypaths in the same order.
   public static func == (a: ChangedKeypaths, b: ChangedKeypaths) -> Bool { a.elementsEqual(b) }
 

@@ -30,6 +30,22 @@ final class KeyNode {
   /// Its interned segment ids.
   let ids: [UInt32]
   var children: [UInt32: KeyNode] = [:]
+  /// The key as NUL-terminated UTF-8, for bridges to C (see ``cKey``).
+  private var cKeyStorage: UnsafeMutablePointer<CChar>?
+
+  deinit { cKeyStorage?.deallocate() }
+
+  /// The key as NUL-terminated UTF-8, made the first time it is asked and
+  /// valid while the node lives. Asked only while a pass calls contracts,
+  /// on the thread that runs it (one at a time per bus).
+  var cKey: UnsafePointer<CChar> {
+    if let p = cKeyStorage { return UnsafePointer(p) }
+    let utf8 = Array(key.utf8CString)
+    let p = UnsafeMutablePointer<CChar>.allocate(capacity: utf8.count)
+    p.initialize(from: utf8, count: utf8.count)
+    cKeyStorage = p
+    return UnsafePointer(p)
+  }
 
   init(key: String, ids: [UInt32], hash: UInt64) {
     self.key = key

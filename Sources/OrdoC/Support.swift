@@ -395,26 +395,24 @@ final class CContract: @unchecked Sendable {
 
   /// Calls the C callback. The `changed` array and its strings are valid
   /// during the call only (include/ordo.h): one keypath is passed as the
-  /// core's string itself (a native Swift string is stored NUL-terminated)
-  /// with the array on the stack; several are copied into the contract's
-  /// reusable buffer. Nothing is allocated per call.
+  /// key node's own C string (made once per keypath) with the array on the
+  /// stack; several are copied into the contract's reusable buffer. Nothing
+  /// is allocated per call.
   func invoke(_ note: ContractNotification) {
     guard enter(note.contract) else { return }
     let changed = note.changed
-    // startIndex is 0: endIndex is the count, in one call.
-    let n = changed.endIndex
-    if n == 1 {
-      changed[0].withCString { k in
-        withUnsafeTemporaryAllocation(of: UnsafePointer<CChar>?.self, capacity: 2) { pointers in
-          pointers[0] = k
-          pointers[1] = nil
-          call(note, UnsafePointer(pointers.baseAddress!), 1)
-        }
+    if let k = changed.onlyKeypathCString {
+      // The common single keypath: the key node's own C string (valid while
+      // `note` lives), the array on the stack.
+      withUnsafeTemporaryAllocation(of: UnsafePointer<CChar>?.self, capacity: 2) { pointers in
+        pointers[0] = k
+        pointers[1] = nil
+        call(note, UnsafePointer(pointers.baseAddress!), 1)
       }
-    } else if n == 0 {
-      call(note, noKeypaths, 0)
     } else {
-      invokeMany(note, changed, n)
+      // startIndex is 0: endIndex is the count, in one call.
+      let n = changed.endIndex
+      if n == 0 { call(note, noKeypaths, 0) } else { invokeMany(note, changed, n) }
     }
     // Not a defer (an out-of-line call): nothing above throws.
     leave()
