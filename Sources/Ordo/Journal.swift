@@ -50,7 +50,9 @@ final class Journal {
   }
 
   /// Lists by record index.
-  private var lists: [Int32: Lists] = [:]
+  /// (Exclusivity-unchecked, like ``undo`` and ``created``: emptied at every
+  /// reset, see ``ContractGraph``'s registry.)
+  @exclusivity(unchecked) private var lists: [Int32: Lists] = [:]
 
   /// Identifies the running transaction in node stamps.
   private(set) var serial: UInt32 = 1
@@ -68,10 +70,10 @@ final class Journal {
   /// The number of records.
   private(set) var count = 0
   /// Run, last first, when the transaction is rolled back.
-  var undo: [@Sendable () -> Void] = []
+  @exclusivity(unchecked) var undo: [@Sendable () -> Void] = []
   /// Nodes created by this transaction, in creation order (parents first),
   /// retained until ``reset()``.
-  var created: [KeyNode] = []
+  @exclusivity(unchecked) var created: [KeyNode] = []
   /// The serial wrapped: every node's stamp must be cleared before it is
   /// compared again (see ``Store/reset()``).
   private(set) var wrapped = false

@@ -28,7 +28,9 @@ final class PassRunner {
   var commitHook: ((UInt64, [KeyState]) throws -> Void)?
   /// Told about every pass, after it ends, by key: 0 is the handler of
   /// ``Bus/onTrace(_:)``, others are bridges' listeners.
-  var traceListeners: [UInt64: @Sendable (PassTrace) -> Void] = [:]
+  /// (Exclusivity-unchecked: read at every pass; see ``ContractGraph``'s
+  /// registry.)
+  @exclusivity(unchecked) var traceListeners: [UInt64: @Sendable (PassTrace) -> Void] = [:]
   var nextTraceListener: UInt64 = 1
   /// The running pass's trace, only while someone listens.
   private(set) var recorder: TraceRecorder?
