@@ -9,11 +9,14 @@
 #                      dconf-service and libdconf-dev) and runs
 #                      Benchmarks/durable-bench.py: dconf, ordod --state,
 #                      ordod --state --sync normal and the in-memory ordod,
-#                      the bus daemon's floor and group commit (8 committers
+#                      the bus daemon's floor (a trivial service sending
+#                      ordod's Notify and reply: write-and-wait, latency,
+#                      burst) and group commit (8 committers
 #                      vs 1), the burst again through a client-side
 #                      merging writer (beside dconf's write_fast), and the
 #                      durable floor of the same run (in-memory ordod + one
-#                      write + fdatasync in the state file's directory),
+#                      write + fdatasync in the state file's directory)
+#                      and of the bus daemon's floor (+ one sync),
 #                      ratios to dconf on stdout, JSON in
 #                      $(BENCH_SCRATCH)/bench-durable.json; part of make bench
 # Both benchmarks keep their files under $(BENCH_SCRATCH), on the disk of

@@ -36,16 +36,20 @@
  * Register(s, as reads, as writes, a{sv}) → o receiving Notify(o, t, as,
  * a{sv}).
  *
- * Two more measurements (no watcher):
- *   --committers N (ordod): group commit. N processes, each with its own
+ * Two more measurements:
+ *   --committers N (ordod, no watcher): group commit. N processes, each with its own
  *       connection, commit --keys write-and-wait Commits each (keys of their
  *       own) at the same time; commits/s over all of them until the last
  *       acknowledgement. Against a durable ordod, N > 1 shares syncs.
  *   --target floor: what the bus daemon alone costs for a Commit: a trivial
- *       libdbus service (a child process) answers each call with a reply and
- *       a broadcast signal, as ordod answers a Commit with its reply and one
- *       Notify: three messages through the daemon per write. A burst of
- *       --keys pipelined calls; writes/s until every reply and signal came.
+ *       libdbus service (a child process) that sends what ordod sends and
+ *       does nothing else: the watcher's Register makes it the destination
+ *       of the signals; each Commit gets a Notify-shaped signal naming its
+ *       key, sent to the watcher, then its reply (ordod's order): three
+ *       messages through the daemon per write. Writer and watcher are the
+ *       ordod ones, so (a), (b) and (c) are measured exactly as for ordod:
+ *       the write-and-wait, latency and burst floors of any service behind
+ *       this dbus-daemon.
  *   --target sync: what one sync costs on the disk of DIR (no bus): a file
  *       made in DIR itself (where durable-bench.py puts the state file),
  *       4 MiB written and fsynced first, so that, as in SQLite's WAL once
@@ -296,10 +300,8 @@ static void dconf_watcher(void) {
   g_main_loop_run(loop);
 }
 
-/* ordod watcher: a contract reading bench.**; one Notify is one
- * notification. */
-static void ordod_watcher(const char *address) {
-  DBusConnection *c = connect_bus(address);
+/* Registers the ordod watcher's contract: reads bench.**. */
+static void register_watcher(DBusConnection *c) {
   DBusMessage *m = dbus_message_new_method_call(service, ORDO_PATH, ORDO_IFACE, "Register");
   DBusMessageIter it, opts;
   const char *name = "dconf-bench-watcher";
@@ -319,6 +321,15 @@ static void ordod_watcher(const char *address) {
   }
   dbus_message_unref(r);
   dbus_message_unref(m);
+}
+
+/* ordod watcher: a contract reading bench.**; one Notify is one
+ * notification. */
+static void ordod_watcher(const char *address) {
+  DBusConnection *c = connect_bus(address);
+  DBusMessage *m;
+  DBusMessageIter it;
+  register_watcher(c);
   report(REC_READY, 0);
   while (dbus_connection_read_write(c, -1)) {
     while ((m = dbus_connection_pop_message(c))) {
@@ -565,7 +576,11 @@ static void group_commit(const char *address, long committers) {
          committers, keys, (double)(committers * keys) / t);
 }
 
-/* The trivial service of --target floor: a reply and a signal per call. */
+/* The trivial service of --target floor: what ordod sends, with no work
+ * behind it. A Register makes its sender the watcher (reply only); any other
+ * call (a Commit) gets a Notify-shaped signal naming the call's first key,
+ * sent to the watcher, and then its reply: ordod's messages in ordod's
+ * order (an observer's Notify before the Commit's reply, docs/dbus.md). */
 static void floor_service(const char *address) {
   DBusConnection *c = connect_bus(address);
   DBusError err;
@@ -573,70 +588,46 @@ static void floor_service(const char *address) {
   if (dbus_bus_request_name(c, service, DBUS_NAME_FLAG_DO_NOT_QUEUE, &err) != DBUS_REQUEST_NAME_REPLY_PRIMARY_OWNER) {
     die("floor: RequestName", err.message);
   }
+  char watcher[256] = "";
   dbus_uint64_t n = 0;
   while (dbus_connection_read_write(c, -1)) {
     DBusMessage *m;
     while ((m = dbus_connection_pop_message(c))) {
       if (dbus_message_get_type(m) == DBUS_MESSAGE_TYPE_METHOD_CALL) {
-        n++;
         DBusMessage *r = dbus_message_new_method_return(m);
-        dbus_message_append_args(r, DBUS_TYPE_UINT64, &n, DBUS_TYPE_INVALID);
-        DBusMessage *sig = dbus_message_new_signal(ORDO_PATH, ORDO_IFACE, "Notify");
-        DBusMessageIter it;
-        dbus_message_iter_init(m, &it);
-        const char *key = "k";
-        if (dbus_message_iter_get_arg_type(&it) == DBUS_TYPE_ARRAY) {
-          DBusMessageIter a, e;
-          dbus_message_iter_recurse(&it, &a);
-          if (dbus_message_iter_get_arg_type(&a) == DBUS_TYPE_DICT_ENTRY) {
-            dbus_message_iter_recurse(&a, &e);
-            dbus_message_iter_get_basic(&e, &key);
+        if (dbus_message_is_method_call(m, ORDO_IFACE, "Register")) {
+          snprintf(watcher, sizeof watcher, "%s", dbus_message_get_sender(m));
+          const char *path = "/dev/ordo/Bus/contract/1";
+          dbus_message_append_args(r, DBUS_TYPE_OBJECT_PATH, &path, DBUS_TYPE_INVALID);
+        } else {
+          n++;
+          dbus_message_append_args(r, DBUS_TYPE_UINT64, &n, DBUS_TYPE_INVALID);
+          DBusMessageIter it;
+          dbus_message_iter_init(m, &it);
+          const char *key = "k";
+          if (dbus_message_iter_get_arg_type(&it) == DBUS_TYPE_ARRAY) {
+            DBusMessageIter a, e;
+            dbus_message_iter_recurse(&it, &a);
+            if (dbus_message_iter_get_arg_type(&a) == DBUS_TYPE_DICT_ENTRY) {
+              dbus_message_iter_recurse(&a, &e);
+              dbus_message_iter_get_basic(&e, &key);
+            }
+          }
+          if (watcher[0]) {
+            DBusMessage *sig = dbus_message_new_signal(ORDO_PATH, ORDO_IFACE, "Notify");
+            dbus_message_set_destination(sig, watcher);
+            bench_append_notify(sig, "/dev/ordo/Bus/contract/1", key, (int64_t)n);
+            dbus_connection_send(c, sig, NULL);
+            dbus_message_unref(sig);
           }
         }
-        bench_append_notify(sig, "/dev/ordo/Bus/contract/1", key, (int64_t)n);
         dbus_connection_send(c, r, NULL);
-        dbus_connection_send(c, sig, NULL);
         dbus_message_unref(r);
-        dbus_message_unref(sig);
       }
       dbus_message_unref(m);
     }
   }
   _exit(0);
-}
-
-/* A burst of pipelined calls to the floor service; prints the JSON line. */
-static void floor_burst(const char *address) {
-  DBusConnection *c = connect_bus(address);
-  DBusError err;
-  dbus_error_init(&err);
-  dbus_bus_add_match(c, "type='signal',interface='" ORDO_IFACE "',member='Notify'", &err);
-  if (dbus_error_is_set(&err)) die("AddMatch", err.message);
-  double *rates = calloc((size_t)rounds, sizeof(double));
-  if (!rates) die("out of memory", NULL);
-  for (long r = 0; r < rounds; r++) {
-    double t0 = now_s();
-    for (long i = 0; i < keys; i++) write_key(i, 1);
-    dbus_connection_flush(ordod_writer);
-    long replies = 0, signals = 0;
-    while (replies < keys || signals < keys) {
-      DBusConnection *which = replies < keys ? ordod_writer : c;
-      if (!dbus_connection_read_write(which, 30000)) die("the connection closed", NULL);
-      DBusMessage *m;
-      while ((m = dbus_connection_pop_message(ordod_writer))) {
-        if (dbus_message_get_type(m) == DBUS_MESSAGE_TYPE_METHOD_RETURN) replies++;
-        dbus_message_unref(m);
-      }
-      while ((m = dbus_connection_pop_message(c))) {
-        if (dbus_message_get_type(m) == DBUS_MESSAGE_TYPE_SIGNAL) signals++;
-        dbus_message_unref(m);
-      }
-    }
-    rates[r] = (double)keys / (now_s() - t0);
-  }
-  printf("{\"target\": \"floor\", \"keys\": %ld, \"rounds\": %ld, \"burst_writes\": %ld, "
-         "\"burst_visible_writes_per_s\": %.1f, \"messages_per_write\": 3}\n",
-         keys, rounds, keys, quantile(rates, rounds, 0.5));
 }
 
 /* --target sync: write + fdatasync of one 4 KiB block in place, in a file
@@ -754,13 +745,7 @@ int main(int argc, char **argv) {
     }
     children[nchildren++] = f;
     wait_for_name(address, service);
-    ordod_writer = connect_bus(address);
-    floor_burst(address);
-    fflush(stdout);
-    cleanup();
-    return 0;
-  }
-  if (target == DCONF) {
+  } else if (target == DCONF) {
     char *sargv[] = {(char *)dconf_service, NULL};
     spawn(sargv, NULL, 0);
     wait_for_name(address, DCONF_NAME);
@@ -923,6 +908,7 @@ int main(int argc, char **argv) {
          target_name, keys, rounds, quantile(wait_writes, rounds, 0.5), quantile(wait_notes, rounds, 0.5),
          quantile(latencies, nlat, 0.5), quantile(latencies, nlat, 0.99), keys, quantile(burst_acked, rounds, 0.5),
          quantile(burst_visible, rounds, 0.5), quantile(burst_notes, rounds, 0.5));
+  if (target == FLOOR) printf(", \"messages_per_write\": 3");
   if (target == ORDOD) {
     printf(", \"merged_acked_writes_per_s\": %.1f, \"merged_visible_writes_per_s\": %.1f, "
            "\"merged_notifications\": %.0f, \"merged_commits\": %.0f",

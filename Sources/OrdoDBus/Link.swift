@@ -31,8 +31,11 @@ final class Link: @unchecked Sendable {
   private var timeouts: [OpaquePointer: Int64] = [:]
   private var inbox: [DBusMessageRef] = []
   private var closed = false
-  /// Depth of ``step(timeoutMs:)`` calls (nested while a writer is awaited).
+  /// Depth of ``step(timeoutMs:)`` calls (nested while a writer is awaited)
+  /// and ``queueing(_:)`` bodies: sends are queued while it is above 0.
   private var stepping = 0
+  /// Depth of ``step(timeoutMs:)`` calls alone.
+  private var inStep = 0
 
   /// Called on the loop thread for each incoming method call and for each
   /// signal the filter accepts.
@@ -106,7 +109,7 @@ final class Link: @unchecked Sendable {
       { t, data in Link.from(data).removeTimeout(t!) },
       { t, data in Link.from(data).toggleTimeout(t!) },
       me, nil)
-    dbus_connection_set_wakeup_main_function(conn, { data in Link.from(data).wake() }, me, nil)
+    dbus_connection_set_wakeup_main_function(conn, { data in Link.from(data).libdbusWakeup() }, me, nil)
     dbus_connection_add_filter(conn, { _, msg, data in Link.from(data).filter(msg!) }, me, nil)
   }
 
@@ -187,6 +190,19 @@ final class Link: @unchecked Sendable {
   /// called ``step(timeoutMs:)``).
   var isLoopThread: Bool { onLoopThread }
 
+  /// libdbus asks for the main loop to run (a message came in, or one was
+  /// queued for sending). Inside a step on the loop thread that is already
+  /// under way: the step dispatches what came in after handling the watches
+  /// and libdbus writes what is queued through the writable watch, so the
+  /// eventfd is not written (it cost a write, a wakeup of the next
+  /// `epoll_wait`, a read and one more loop iteration per incoming call).
+  /// Elsewhere (another thread, or the loop thread between two steps, where a
+  /// host polls ``fd``) it wakes the loop.
+  private func libdbusWakeup() {
+    if onLoopThread && inStep > 0 { return }  // `inStep` is read on the loop thread only
+    wake()
+  }
+
   /// Wakes the loop thread. Any thread; async-signal-safe.
   func wake() {
     var one: UInt64 = 1
@@ -223,7 +239,11 @@ final class Link: @unchecked Sendable {
     guard !closed else { return false }
     loopThread.store(UInt(pthread_self()), ordering: .relaxed)
     stepping += 1
-    defer { stepping -= 1 }
+    inStep += 1
+    defer {
+      stepping -= 1
+      inStep -= 1
+    }
     flushOutbox()
     var wait = timeoutMs
     if !inbox.isEmpty || dbus_connection_get_dispatch_status(conn) == DBUS_DISPATCH_DATA_REMAINS { wait = 0 }

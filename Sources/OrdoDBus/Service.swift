@@ -1331,12 +1331,9 @@ public final class DBusService: @unchecked Sendable {
         notifyTruncated.add(1, ordering: .relaxed)
       }
     }
-    let message = DBusMessageRef.signal(path: ordoObjectPath, interface: ordoInterface, member: "Notify", destination: record.owner) { w in
-      w.objectPath(ordoContractPathPrefix + String(note.contract))
-      w.uint64(note.transaction)
-      w.stringArray(changed)
-      w.valueDict(entries)
-    }
+    let message = DBusMessageRef.notify(
+      destination: record.owner, contractPath: ordoContractPathPrefix + String(note.contract), transaction: note.transaction,
+      changed: changed, values: entries)
     guard let m = message else { return }
     if droppable && durableOn.load(ordering: .relaxed) {
       // An observer's Notify waits until its transaction is durable.
