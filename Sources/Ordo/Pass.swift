@@ -485,7 +485,7 @@ struct Schedule {
     if added.count > 0 {
       if next == run.count && keys.isEmpty {
         // Swap the buffers (no copy): `run` is spent and keeps its capacity.
-        run.count = 0
+        run.removeAll()
         swap(&run, &added)
         // Often already in order (readers registered in the order their
         // keypaths were written): one scan instead of a sort.
@@ -493,13 +493,13 @@ struct Schedule {
         next = 0
       } else {
         for i in 0..<added.count { heapPush(added[i]) }
-        added.count = 0
+        added.removeAll()
       }
     }
     let haveRun = next < run.count
     if !keys.isEmpty && (!haveRun || keys[0] < Schedule.key(run[next])) { return heapPop() }
     guard haveRun else {
-      run.count = 0
+      run.removeAll()
       next = 0
       return nil
     }
@@ -513,7 +513,15 @@ struct Schedule {
 struct RefBuffer {
   private var base: UnsafeMutablePointer<Unretained<ContractState>>?
   private var capacity = 0
-  var count = 0
+  private(set) var count = 0
+
+  /// Empties the buffer, keeping its capacity. (A no-op loop in release
+  /// builds; debug builds' references hold a weak reference to release.)
+  @inline(__always)
+  mutating func removeAll() {
+    base?.deinitialize(count: count)
+    count = 0
+  }
 
   @inline(__always)
   subscript(i: Int) -> Unretained<ContractState> { base.unsafelyUnwrapped[i] }

@@ -284,7 +284,8 @@ import Testing
     try bus.unregister(a.id)
     #expect(log.value == ["a called", "b called", "first gone, counter 1"])
     // During a pass, by another contract: when the pass has ended.
-    try bus.register(name: "remover", reads: ["k"], priority: -1) { _ in try bus.unregister(b.id) }
+    let bID = b.id  // (a handle names its bus: captured, it would make a cycle)
+    try bus.register(name: "remover", reads: ["k"], priority: -1) { ctx in try ctx.bus().unregister(bID) }
     try bus.commitWith { try bus.set("k", .int64(2)) }
     #expect(log.value == ["a called", "b called", "first gone, counter 1", "second gone, counter 2"])
   }
