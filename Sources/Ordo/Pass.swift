@@ -313,8 +313,24 @@ final class PassRunner {
 
   /// The keypaths a contract is told of at its turn: those that scheduled
   /// it and still count as changed; every changed keypath for an
-  /// every-transaction contract.
+  /// every-transaction contract. The common single trigger inline, the
+  /// rest out of line.
+  @inline(__always)
   private func changedKeypaths(for c: ContractState) -> ChangedKeypaths {
+    if c.kind != .everyTransaction, case .one(let u) = c.triggers { return changedKeypaths(by: u) }
+    return otherChangedKeypaths(for: c)
+  }
+
+  /// The keypath of a single trigger, if it still counts as changed.
+  @inline(__always)
+  private func changedKeypaths(by trigger: Unretained<KeyNode>) -> ChangedKeypaths {
+    trigger.with { n in
+      guard let i = journal.index(n), journal.isChanged(i) else { return [] }
+      return ChangedKeypaths(node: n)
+    }
+  }
+
+  private func otherChangedKeypaths(for c: ContractState) -> ChangedKeypaths {
     if c.kind == .everyTransaction {
       var keys: [String] = []
       for i in 0..<journal.count where journal[i].written && journal.isChanged(i) {
@@ -326,10 +342,7 @@ final class PassRunner {
     case .none:
       return []
     case .one(let u):
-      return u.with { n in
-        guard let i = journal.index(n), journal.isChanged(i) else { return [] }
-        return ChangedKeypaths(node: n)
-      }
+      return changedKeypaths(by: u)
     case .many(let list):
       markSerial &+= 1
       var keys: [String] = []
@@ -355,6 +368,7 @@ final class PassRunner {
   /// returning an optional error costs every call a release. Lock held on
   /// entry and on return.
   @discardableResult
+  @inline(__always)
   private func call(_ c: ContractState, _ note: ContractNotification) -> Bool {
     c.calls &+= 1
     c.lastTransaction = note.transaction
@@ -371,12 +385,18 @@ final class PassRunner {
     // and goes then without the lock.
     c.running = false
     guard let failure else { return false }
+    failed(c, note.transaction, failure)
+    return true
+  }
+
+  /// Counts and reports a callback's failure. Lock held.
+  @inline(never)
+  private func failed(_ c: ContractState, _ txn: UInt64, _ failure: any Error) {
     c.failures += 1
     failures += 1
     let message = String(describing: failure)
     lastFailure = message
-    report(ContractFailure(contract: c.id, name: c.name, transaction: note.transaction, message: message))
-    return true
+    report(ContractFailure(contract: c.id, name: c.name, transaction: txn, message: message))
   }
 
   /// Tells the failure handler, without the lock. Lock held.
