@@ -43,6 +43,13 @@ final class ContractGraph {
     return rebuildReaders(n)
   }
 
+  /// Makes `n`'s reader cache current (then read ``KeyNode/readers`` in
+  /// place, without a copy).
+  @inline(__always)
+  func refreshReaders(_ n: KeyNode) {
+    if n.readersGeneration != generation { _ = rebuildReaders(n) }
+  }
+
   private func rebuildReaders(_ n: KeyNode) -> Readers {
     var list: [ContractState] = []
     readIndex.forEachReader(affectedBy: n.ids) { list.append($0) }

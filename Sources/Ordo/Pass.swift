@@ -165,10 +165,11 @@ final class PassRunner {
       return
     }
     node.with { n in
-      switch graph.readers(n) {
-      case .none: break
-      case .one(let r): r.with { c in if due(c, skip) { trigger(c, by: n) } }
-      case .many(let list): for r in list { r.with { c in if due(c, skip) { trigger(c, by: n) } } }
+      graph.refreshReaders(n)
+      if let r = n.readers.one {
+        r.with { c in if due(c, skip) { trigger(c, by: n) } }
+      } else if !n.readers.many.isEmpty {
+        for r in n.readers.many { r.with { c in if due(c, skip) { trigger(c, by: n) } } }
       }
     }
   }

@@ -17,7 +17,7 @@ final class KeyNode {
   var journalStamp: UInt64 = 0
   /// Cache of affected readers, valid for one generation of the contract
   /// index (see ``ContractGraph/readers(_:)``).
-  var readers = Readers.none
+  var readers = Readers()
   var readersGeneration: UInt64 = .max
   /// Committed transactions that changed this keypath (SPEC §2).
   var counter: UInt64 = 0
@@ -87,26 +87,29 @@ final class KeyNode {
 /// ``ContractGraph/readers(_:)``) before the contract can go, and a stale
 /// cache is rebuilt before it is read. (Retained, a stale cache would keep
 /// an unregistered contract, and what its callback captures, alive.)
-enum Readers {
-  case none
-  case one(Unretained<ContractState>)
-  case many([Unretained<ContractState>])
+///
+/// A struct of two fields rather than an enum: the pass reads the single
+/// reader as a plain field, without copying (and so retaining) the list.
+struct Readers {
+  /// The reader, when there is exactly one.
+  private(set) var one: Unretained<ContractState>?
+  /// The readers, when there are several (else empty).
+  private(set) var many: [Unretained<ContractState>] = []
+
+  init() {}
 
   init(_ list: [ContractState]) {
-    switch list.count {
-    case 0: self = .none
-    case 1: self = .one(Unretained(list[0]))
-    default: self = .many(list.map { Unretained($0) })
+    if list.count == 1 {
+      one = Unretained(list[0])
+    } else if list.count > 1 {
+      many = list.map { Unretained($0) }
     }
   }
 
   @inline(__always)
   func forEach(_ body: (ContractState) -> Void) {
-    switch self {
-    case .none: break
-    case .one(let r): r.with(body)
-    case .many(let list): for r in list { r.with(body) }
-    }
+    if let one { return one.with(body) }
+    for r in many { r.with(body) }
   }
 }
 
