@@ -156,15 +156,8 @@ final class PassRunner {
   /// per change).
   @inline(__always)
   private func scheduleReaders(changedBy i: Int, skip: ContractID) {
-    let node = journal[i].node
-    if journal[i].hasLists && !journal.removed(i).isEmpty && !journal.ownChange(i) {
-      forEachReader(changedBy: i) { c in
-        guard due(c, skip) else { return }
-        node.with { trigger(c, by: $0) }
-      }
-      return
-    }
-    node.with { n in
+    if journal[i].hasLists { return scheduleReadersWithLists(changedBy: i, skip: skip) }
+    journal[i].node.with { n in
       graph.refreshReaders(n)
       if let r = n.readers.one {
         r.with { c in if due(c, skip) { trigger(c, by: n) } }
@@ -172,6 +165,22 @@ final class PassRunner {
         for r in n.readers.many { r.with { c in if due(c, skip) { trigger(c, by: n) } } }
       }
     }
+  }
+
+  /// ``scheduleReaders(changedBy:skip:)`` for a record with lists (a
+  /// removeTree, initial calls' writes): out of line, so that the common
+  /// path stays small enough to inline.
+  @inline(never)
+  private func scheduleReadersWithLists(changedBy i: Int, skip: ContractID) {
+    let node = journal[i].node
+    if !journal.removed(i).isEmpty && !journal.ownChange(i) {
+      forEachReader(changedBy: i) { c in
+        guard due(c, skip) else { return }
+        node.with { trigger(c, by: $0) }
+      }
+      return
+    }
+    node.with { n in graph.readers(n).forEach { c in if due(c, skip) { trigger(c, by: n) } } }
   }
 
   /// Whether a reader of a change is scheduled at the start of the pass:
