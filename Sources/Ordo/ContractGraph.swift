@@ -253,11 +253,11 @@ final class ContractGraph {
     if c.isData { propagateLevels(downstream(c), inPass: deferLevels) }
   }
 
-  /// Removes a contract. It stays in the registry, unregistered, until no
-  /// pass can name it (the registry sweeps only outside passes). Returns its
-  /// callback, to be released without the lock. `inPass` while any pass
-  /// runs (its schedule names contracts unretained); `deferLevels` while a
-  /// pass with an id runs.
+  /// Removes a contract. Returns it, to be released without the lock, or
+  /// nil when the registry keeps it retired until the running pass (or its
+  /// own running call) ends. `inPass` while any pass runs (its schedule
+  /// names contracts unretained); `deferLevels` while a pass with an id
+  /// runs.
   func remove(_ c: ContractState, inPass: Bool, deferLevels: Bool) -> ContractState? {
     let seeds = c.isData ? downstream(c) : []
     byName.remove(c)
@@ -356,10 +356,11 @@ struct Registry {
     return retired
   }
 
-  /// The registered contract with this id.
+  /// The registered contract with this id (an unregistered one's slot is
+  /// empty).
   func find(_ id: ContractID) -> ContractState? {
-    guard let i = slot(id), let c = refs[i], c.registered else { return nil }
-    return c
+    guard let i = slot(id) else { return nil }
+    return refs[i]
   }
 
   /// The registered contracts, in id order.

@@ -115,15 +115,7 @@ final class Journal {
 
   /// A saved value as a value (nil for an absent or unsaved one).
   @inline(__always)
-  private func value(of s: PackedValue) -> Value? {
-    switch s.kind {
-    case .none, .absent: nil
-    case .bool: .bool(s.bits != 0)
-    case .int64: .int64(Int64(bitPattern: s.bits))
-    case .double: .double(Double(bitPattern: s.bits))
-    case .boxed: originals[Int(s.bits)]
-    }
-  }
+  private func value(of s: PackedValue) -> Value? { s.kind == .boxed ? originals[Int(s.bits)] : s.scalar }
 
   /// Saves a node's value: a scalar as it is packed, a string or bytes in
   /// ``originals``.
