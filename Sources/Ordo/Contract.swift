@@ -28,18 +28,41 @@ public struct ContractFlags: OptionSet, Hashable, Sendable {
 public struct ContractNotification: Sendable, Hashable {
   /// The transaction id (the last committed id for an initial call outside
   /// a pass).
-  public let transaction: UInt64
+  public private(set) var transaction: UInt64
   /// The contract being called.
-  public let contract: ContractID
+  public private(set) var contract: ContractID
   /// The keypaths written in this transaction, as written, that affect the
   /// contract's read set and still count as changed; every changed keypath for
   /// an every-transaction contract; empty for an initial call.
-  public let changed: ChangedKeypaths
+  public private(set) var changed: ChangedKeypaths
 
   init(transaction: UInt64, contract: ContractID, changed: ChangedKeypaths) {
     self.transaction = transaction
     self.contract = contract
     self.changed = changed
+  }
+
+  /// The notification a pass reuses for its calls: it holds `keeper`, the
+  /// store's root, once for the whole pass (see ``ChangedKeypaths``).
+  init(pass transaction: UInt64, keeper: KeyNode) {
+    self.transaction = transaction
+    self.contract = 0
+    self.changed = ChangedKeypaths(keeper: keeper)
+  }
+
+  /// Readies a pass's reused notification for a call of `contract` told of
+  /// the one keypath of `node`: no reference count changes.
+  @inline(__always)
+  mutating func prepare(_ contract: ContractID, node: Unretained<KeyNode>) {
+    self.contract = contract
+    changed.setNode(node)
+  }
+
+  /// Readies a pass's reused notification for a call of `contract` told of
+  /// `keypaths` (none, or several).
+  mutating func prepare(_ contract: ContractID, keypaths: ChangedKeypaths) {
+    self.contract = contract
+    changed.setKeypaths(keypaths)
   }
 }
 
@@ -48,25 +71,50 @@ public struct ContractNotification: Sendable, Hashable {
 /// array literal (`note.changed == ["a.b"]`); `Array(note.changed)` copies it.
 public struct ChangedKeypaths: RandomAccessCollection, Hashable, @unchecked Sendable, ExpressibleByArrayLiteral, CustomStringConvertible {
   // The common single keypath is held as its key node, whose key never
-  // changes (hence Sendable): retaining the node, which the write has just
-  // touched, costs no cache miss, where retaining the key's storage costs
-  // one per change at 100 000 keypaths (`ordo-bench --profile
-  // commit-handles:100000` with CACHE=1).
-  // One field (a single release when a notification goes).
+  // changes (hence Sendable), without a reference count: `keeper`, the
+  // store's root, owns every node, and a node named in a notification is
+  // never pruned from the tree (``KeyNode/named``), so the node lives as
+  // long as this collection. A pass holds the keeper once in the
+  // notification it reuses for every call (``ContractNotification/prepare(_:node:)``);
+  // a copy that escapes the callback retains it then. Holding the node
+  // instead cost every call a retain and a release, 7-10 % of a delivered
+  // change (`ordo-bench --only delivery`, delivery-handles).
   private enum Storage {
     case none
-    case node(KeyNode)
+    case node(Unretained<KeyNode>)
     case list([String])
   }
-  private let storage: Storage
+  private var storage: Storage
+  /// The store's root when ``storage`` may name a node; nil otherwise.
+  private let keeper: KeyNode?
 
   /// Makes the collection from keypaths.
   public init(_ keypaths: [String]) {
     storage = keypaths.isEmpty ? .none : .list(keypaths)
+    keeper = nil
   }
 
-  /// One keypath, by its node.
-  init(node: KeyNode) { storage = .node(node) }
+  /// An empty collection that can name nodes of the store `keeper` is the
+  /// root of.
+  init(keeper: KeyNode) {
+    storage = .none
+    self.keeper = keeper
+  }
+
+  /// Names one keypath by its node, which `keeper` owns; marks the node
+  /// named, so that the store never prunes it. Lock held.
+  @inline(__always)
+  mutating func setNode(_ node: Unretained<KeyNode>) {
+    assert(keeper != nil, "a node named without the store's root")
+    node.with { $0.named = true }
+    storage = .node(node)
+  }
+
+  /// Holds the keypaths of `other`, which names no node.
+  mutating func setKeypaths(_ other: ChangedKeypaths) {
+    if case .node = other.storage { preconditionFailure("setKeypaths takes strings, not a node") }
+    storage = other.storage
+  }
 
   /// Makes the collection from keypaths.
   public init(arrayLiteral keypaths: String...) { self.init(keypaths) }
@@ -90,7 +138,7 @@ public struct ChangedKeypaths: RandomAccessCollection, Hashable, @unchecked Send
     case .none: preconditionFailure("index out of range")
     case .node(let node):
       precondition(i == 0, "index out of range")
-      return node.key
+      return node.with { $0.key }
     case .list(let list): return list[i]
     }
   }
@@ -102,7 +150,7 @@ public struct ChangedKeypaths: RandomAccessCollection, Hashable, @unchecked Send
   /// Only on the thread that runs the pass (the one that calls contracts).
   package var onlyKeypathCString: UnsafePointer<CChar>? {
     guard case .node(let node) = storage else { return nil }
-    return node.cKey
+    return node.with { $0.cKey }
   }
 
   /// Equal when they hold the same keypaths in the same order.

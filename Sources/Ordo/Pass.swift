@@ -222,8 +222,11 @@ final class PassRunner {
   /// Calls the scheduled contracts in order, then commits. Lock held.
   private func finish(_ txn: UInt64) -> Outcome {
     for c in graph.everyTransaction where c.calledSerial != serial { enqueue(c) }
+    // One notification for every call of the pass: it holds the store's
+    // root once, not a node per call (see ``ChangedKeypaths``).
+    var note = ContractNotification(pass: txn, keeper: store.root)
     while let c = schedule.pop() {
-      c.with { step($0, txn) }
+      c.with { step($0, &note) }
     }
     var outcome = Outcome()
     let changed = recorder == nil ? [] : changedKeys()
@@ -288,9 +291,11 @@ final class PassRunner {
     return graph.takeRetired()
   }
 
-  /// Calls a popped contract if it is due (SPEC §5.2). Lock held.
+  /// Calls a popped contract if it is due (SPEC §5.2), with the pass's
+  /// reused notification. Lock held.
   @inline(__always)
-  private func step(_ c: ContractState, _ txn: UInt64) {
+  private func step(_ c: ContractState, _ note: inout ContractNotification) {
+    let txn = note.transaction
     guard c.registered, c.calledSerial != serial else {
       if let r = recorder, !c.registered { r.skipped(c, .unregistered, because: because(c), transaction: txn) }
       c.clearTriggers()
@@ -302,41 +307,48 @@ final class PassRunner {
       // made later in the pass affect its reads: "read everything".
       c.initialPending = false
       c.clearTriggers()
-      let note = ContractNotification(transaction: txn, contract: c.id, changed: [])
+      note.prepare(c.id, keypaths: [])
       if let r = recorder { call(c, note, tracing: r, because: [], initial: true) } else { call(c, note) }
       return
     }
-    let changed = changedKeypaths(for: c)
+    let any = prepare(&note, for: c)
     guard let r = recorder else {
       c.clearTriggers()
-      if !changed.isEmpty { call(c, ContractNotification(transaction: txn, contract: c.id, changed: changed)) }
+      if any { call(c, note) }
       return
     }
-    let why = c.kind == .everyTransaction ? Array(changed) : because(c)
+    let why = c.kind == .everyTransaction ? Array(note.changed) : because(c)
     c.clearTriggers()
-    if changed.isEmpty {
+    if !any {
       r.skipped(c, .unchanged, because: why, transaction: txn)
       return
     }
-    call(c, ContractNotification(transaction: txn, contract: c.id, changed: changed), tracing: r, because: why, initial: false)
+    call(c, note, tracing: r, because: why, initial: false)
   }
 
-  /// The keypaths a contract is told of at its turn: those that scheduled
-  /// it and still count as changed; every changed keypath for an
-  /// every-transaction contract. The common single trigger inline, the
-  /// rest out of line.
+  /// Readies `note` with the keypaths `c` is told of at its turn: those
+  /// that scheduled it and still count as changed; every changed keypath
+  /// for an every-transaction contract. Returns whether there is any. The
+  /// common single trigger inline (its node, no reference count), the rest
+  /// out of line.
   @inline(__always)
-  private func changedKeypaths(for c: ContractState) -> ChangedKeypaths {
-    if c.kind != .everyTransaction, case .one(let u) = c.triggers { return changedKeypaths(by: u) }
-    return otherChangedKeypaths(for: c)
+  private func prepare(_ note: inout ContractNotification, for c: ContractState) -> Bool {
+    if c.kind != .everyTransaction, case .one(let u) = c.triggers {
+      guard isChanged(u) else { return false }
+      note.prepare(c.id, node: u)
+      return true
+    }
+    let keys = otherChangedKeypaths(for: c)
+    note.prepare(c.id, keypaths: keys)
+    return !keys.isEmpty
   }
 
-  /// The keypath of a single trigger, if it still counts as changed.
+  /// Whether the keypath of a trigger still counts as changed.
   @inline(__always)
-  private func changedKeypaths(by trigger: Unretained<KeyNode>) -> ChangedKeypaths {
+  private func isChanged(_ trigger: Unretained<KeyNode>) -> Bool {
     trigger.with { n in
-      guard let i = journal.index(n), journal.isChanged(i) else { return [] }
-      return ChangedKeypaths(node: n)
+      guard let i = journal.index(n) else { return false }
+      return journal.isChanged(i)
     }
   }
 
@@ -352,7 +364,7 @@ final class PassRunner {
     case .none:
       return []
     case .one(let u):
-      return changedKeypaths(by: u)
+      return isChanged(u) ? ChangedKeypaths([u.with { $0.key }]) : []
     case .many(let list):
       markSerial &+= 1
       var keys: [String] = []

@@ -25,6 +25,9 @@ final class KeyNode {
   var changedAt: UInt64 = 0
   /// A ``Handle`` names it: the node stays in the store for the bus's life.
   var pinned = false
+  /// A notification has named it (see ``ChangedKeypaths``): the node stays
+  /// in the store's tree, which the notification's copies keep alive.
+  var named = false
 
   // Cold.
   /// Its interned segment ids.
@@ -72,8 +75,8 @@ final class KeyNode {
 
   /// Whether the node is worth keeping: it holds a value, has a history
   /// (a tombstone keeps its counter and changed-at), has descendants or is
-  /// named by a handle.
-  var isKept: Bool { hasValue || counter > 0 || !children.isEmpty || pinned }
+  /// named by a handle or a notification.
+  var isKept: Bool { hasValue || counter > 0 || !children.isEmpty || pinned || named }
 
   func forEachInSubtree(_ body: (KeyNode) -> Void) {
     body(self)

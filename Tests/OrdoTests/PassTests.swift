@@ -254,6 +254,60 @@ import Testing
     #expect(log.value == ["called", "deinit, counter 1"])
   }
 
+  /// A pass reuses one notification for its calls and names a single
+  /// keypath by its node: a copy kept by a callback is its own (later calls
+  /// do not change it) and still names its keypaths after the bus is gone.
+  @Test func aKeptNotificationOutlivesItsPassAndItsBus() throws {
+    let kept = Box<[ContractNotification]>([])
+    weak var gone: Bus?
+    do {
+      let bus = Bus()
+      gone = bus
+      try bus.register(name: "a", reads: ["doc.a"]) { n in kept.mutate { $0.append(n) } }
+      try bus.register(name: "b", reads: ["doc.b"]) { n in kept.mutate { $0.append(n) } }
+      try bus.register(name: "both", reads: ["doc.*"]) { n in kept.mutate { $0.append(n) } }
+      try bus.register(name: "log", reads: []) { n in kept.mutate { $0.append(n) } }
+      try bus.commitWith {
+        try bus.set("doc.a", .int64(1))
+        try bus.set("doc.b", .string("x"))
+      }
+      try bus.commitWith { try bus.set("doc.a", .int64(2)) }
+    }
+    #expect(gone == nil)
+    let notes = kept.value
+    #expect(notes.map(\.transaction) == [1, 1, 1, 1, 2, 2, 2])
+    #expect(notes.map { Array($0.changed) } == [
+      ["doc.a"], ["doc.b"], ["doc.a", "doc.b"], ["doc.a", "doc.b"], ["doc.a"], ["doc.a"], ["doc.a"],
+    ])
+    #expect(Set(notes[0..<4].map(\.contract)).count == 4)
+    let changed = notes[4].changed
+    #expect(changed == ["doc.a"] && changed.count == 1 && changed.description == "[\"doc.a\"]")
+  }
+
+  /// A keypath a transaction creates and a notification names stays named
+  /// when the transaction is then refused by storage (which discards the
+  /// keypaths it created): the kept notification still reads it, and the
+  /// model is as before the transaction.
+  @Test func aNotificationOfARefusedTransactionStillNamesItsNewKeypath() throws {
+    let bus = Bus()
+    let kept = Box<[ContractNotification]>([])
+    try bus.register(name: "w", reads: ["fresh.*"]) { n in kept.mutate { $0.append(n) } }
+    bus.setCommitHook { _, _ in throw OrdoError(.internal, "disk full") }
+    expectError(.storage, ["transaction 1", "disk full"]) {
+      try bus.commitWith { try bus.set("fresh.k", .int64(1)) }
+    }
+    bus.setCommitHook(nil)
+    #expect(kept.value.count == 1)
+    #expect(Array(kept.value[0].changed) == ["fresh.k"])
+    #expect(try bus.value("fresh.k") == nil)
+    #expect(try bus.counter("fresh.k") == 0)
+    #expect(bus.transactionID == 0)
+    #expect(try bus.snapshot(["**"]).values.isEmpty)
+    #expect(try bus.changes(since: 0, ["**"]).removed.isEmpty)
+    #expect(try bus.commitWith { try bus.set("fresh.k", .int64(2)) } == 1)
+    #expect(kept.value.map { Array($0.changed) } == [["fresh.k"], ["fresh.k"]])
+  }
+
   /// What an unregistered contract's callback captures goes at once outside
   /// a pass, and when the pass ends for a contract another one unregisters
   /// during it (it may still be scheduled); in both cases without the
