@@ -73,31 +73,31 @@ public struct ChangedKeypaths: RandomAccessCollection, Hashable, @unchecked Send
   // The common single keypath is held as its key node, whose key never
   // changes (hence Sendable), without a reference count: `keeper`, the
   // store's root, owns every node, and a node named in a notification is
-  // never pruned from the tree (``KeyNode/named``), so the node lives as
+  // never pruned from the tree (`KeyNode.named`), so the node lives as
   // long as this collection. A pass holds the keeper once in the
   // notification it reuses for every call (``ContractNotification/prepare(_:node:)``);
   // a copy that escapes the callback retains it then. Holding the node
   // instead cost every call a retain and a release, 7-10 % of a delivered
   // change (`ordo-bench --only delivery`, delivery-handles).
-  private enum Storage {
-    case none
-    case node(Unretained<KeyNode>)
-    case list([String])
-  }
-  private var storage: Storage
-  /// The store's root when ``storage`` may name a node; nil otherwise.
+  // Two fields rather than an enum: naming a node then writes one field
+  // and tests the other, where replacing an enum case calls its outlined
+  // destroy (8 instructions more per call). At most one is set.
+  /// The single keypath's node, or nil.
+  private var node: Unretained<KeyNode>?
+  /// Several keypaths (or a single one not named by its node), or nil.
+  private var list: [String]?
+  /// The store's root when ``node`` may be set; nil otherwise.
   private let keeper: KeyNode?
 
   /// Makes the collection from keypaths.
   public init(_ keypaths: [String]) {
-    storage = keypaths.isEmpty ? .none : .list(keypaths)
+    list = keypaths.isEmpty ? nil : keypaths
     keeper = nil
   }
 
   /// An empty collection that can name nodes of the store `keeper` is the
   /// root of.
   init(keeper: KeyNode) {
-    storage = .none
     self.keeper = keeper
   }
 
@@ -107,13 +107,15 @@ public struct ChangedKeypaths: RandomAccessCollection, Hashable, @unchecked Send
   mutating func setNode(_ node: Unretained<KeyNode>) {
     assert(keeper != nil, "a node named without the store's root")
     node.with { $0.named = true }
-    storage = .node(node)
+    if list != nil { list = nil }
+    self.node = node
   }
 
   /// Holds the keypaths of `other`, which names no node.
   mutating func setKeypaths(_ other: ChangedKeypaths) {
-    if case .node = other.storage { preconditionFailure("setKeypaths takes strings, not a node") }
-    storage = other.storage
+    precondition(other.node == nil, "setKeypaths takes strings, not a node")
+    node = nil
+    list = other.list
   }
 
   /// Makes the collection from keypaths.
@@ -122,25 +124,18 @@ public struct ChangedKeypaths: RandomAccessCollection, Hashable, @unchecked Send
   /// 0.
   public var startIndex: Int { 0 }
   /// The number of keypaths.
-  public var endIndex: Int {
-    switch storage {
-    case .none: 0
-    case .node: 1
-    case .list(let list): list.count
-    }
-  }
+  public var endIndex: Int { node != nil ? 1 : list?.count ?? 0 }
   /// Printed as an array: `["a.b"]`.
   public var description: String { Array(self).description }
 
   /// The keypath at `i`.
   public subscript(i: Int) -> String {
-    switch storage {
-    case .none: preconditionFailure("index out of range")
-    case .node(let node):
+    if let node {
       precondition(i == 0, "index out of range")
       return node.with { $0.key }
-    case .list(let list): return list[i]
     }
+    guard let list else { preconditionFailure("index out of range") }
+    return list[i]
   }
 
   /// For bridges that hand keypaths to C: the only keypath, as
@@ -149,8 +144,7 @@ public struct ChangedKeypaths: RandomAccessCollection, Hashable, @unchecked Send
   /// key node makes the C string once, the first time it is asked.
   /// Only on the thread that runs the pass (the one that calls contracts).
   package var onlyKeypathCString: UnsafePointer<CChar>? {
-    guard case .node(let node) = storage else { return nil }
-    return node.with { $0.cKey }
+    node?.with { $0.cKey }
   }
 
   /// Equal when they hold the same keypaths in the same order.

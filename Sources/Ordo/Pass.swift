@@ -308,13 +308,13 @@ final class PassRunner {
       c.initialPending = false
       c.clearTriggers()
       note.prepare(c.id, keypaths: [])
-      if let r = recorder { call(c, note, tracing: r, because: [], initial: true) } else { call(c, note) }
+      if let r = recorder { call(c, note, tracing: r, because: [], initial: true, step: true) } else { call(c, note, step: true) }
       return
     }
     let any = prepare(&note, for: c)
     guard let r = recorder else {
       c.clearTriggers()
-      if any { call(c, note) }
+      if any { call(c, note, step: true) }
       return
     }
     let why = c.kind == .everyTransaction ? Array(note.changed) : because(c)
@@ -323,7 +323,7 @@ final class PassRunner {
       r.skipped(c, .unchanged, because: why, transaction: txn)
       return
     }
-    call(c, note, tracing: r, because: why, initial: false)
+    call(c, note, tracing: r, because: why, initial: false, step: true)
   }
 
   /// Readies `note` with the keypaths `c` is told of at its turn: those
@@ -378,20 +378,21 @@ final class PassRunner {
   }
 
   /// A call recorded in the trace.
-  private func call(_ c: ContractState, _ note: ContractNotification, tracing r: TraceRecorder, because: [String], initial: Bool) {
+  private func call(_ c: ContractState, _ note: ContractNotification, tracing r: TraceRecorder, because: [String], initial: Bool, step: Bool = false) {
     let i = r.calling(c, because: because, initial: initial, transaction: note.transaction)
     let t0 = monotonicNS()
-    let failed = call(c, note)
+    let failed = call(c, note, step: step)
     r.called(i, durationNS: monotonicNS() - t0, failure: failed ? lastFailure : nil)
   }
 
   /// Calls a contract's callback without holding the lock; returns whether
   /// it threw (then ``lastFailure`` says what). A flag, not the error:
   /// returning an optional error costs every call a release. Lock held on
-  /// entry and on return.
+  /// entry and on return. `step`: a step of the running pass (no callback
+  /// runs; see ``Gate/callInPass(_:_:_:)``).
   @discardableResult
   @inline(__always)
-  private func call(_ c: ContractState, _ note: ContractNotification) -> Bool {
+  private func call(_ c: ContractState, _ note: ContractNotification, step: Bool = false) -> Bool {
     c.calls &+= 1
     c.lastTransaction = note.transaction
     notifications &+= 1
@@ -399,8 +400,14 @@ final class PassRunner {
     c.running = true
     // The callback is a constant of the contract, which the bus keeps
     // while it runs (see ``Registry``): called borrowed, without a retain.
-    gate.call(c) {
-      do { try c.callback(note) } catch { failure = error }
+    if step {
+      gate.callInPass(c, note.transaction) {
+        do { try c.callback(note) } catch { failure = error }
+      }
+    } else {
+      gate.call(c) {
+        do { try c.callback(note) } catch { failure = error }
+      }
     }
     // Unregistered during this call, it stays retired until the pass (or,
     // outside a pass, the registration that made this initial call) ends,
