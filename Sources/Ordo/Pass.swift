@@ -65,8 +65,19 @@ final class PassRunner {
   func runCommit() -> Outcome {
     nextSerial()
     if !traceListeners.isEmpty { recorder = TraceRecorder() }
+    guard scheduleChangedReaders() else { return discard() }
+    let txn = store.lastTransaction + 1
+    gate.phase = .pass(txn: txn, call: nil)
+    return finish(txn)
+  }
+
+  /// Schedules the readers of what the transaction changed, evaluated
+  /// before any callback; returns whether anything changed. One function
+  /// for the whole loop, so that the per-change scheduling inlines into it
+  /// (inside ``runCommit()`` it did not: a call per change).
+  @inline(never)
+  private func scheduleChangedReaders() -> Bool {
     var anyChanged = false
-    // Schedule the readers of what changed, evaluated before any callback.
     for i in 0..<journal.count where journal[i].written && journal.isChanged(i) {
       anyChanged = true
       // A contract's own initial-call writes do not schedule it; a keypath
@@ -80,10 +91,7 @@ final class PassRunner {
       }
       scheduleReaders(changedBy: i, skip: skip)
     }
-    guard anyChanged else { return discard() }
-    let txn = store.lastTransaction + 1
-    gate.phase = .pass(txn: txn, call: nil)
-    return finish(txn)
+    return anyChanged
   }
 
   /// The pass opened by the initial call of `c`, registered outside any
