@@ -13,37 +13,43 @@ import Darwin
 ///
 /// `seed` is ``hashSeed``; a hot caller passes a copy it keeps (reading the
 /// global costs a `swift_once` check per hash).
+///
+/// The arithmetic wraps and the shifts mask on purpose: the offsets stay
+/// within `0...count`, so the overflow checks Swift would add cost about
+/// ten instructions per hash and can never fire.
 @inline(__always)
 func hashBytes(_ p: UnsafeRawBufferPointer, seed: UInt64 = hashSeed) -> UInt64 {
   let m: UInt64 = 0x9E37_79B9_7F4A_7C15
-  var h = seed ^ (UInt64(truncatingIfNeeded: p.count) &* m)
-  var i = 0
   let n = p.count
-  while i + 8 <= n {
-    let w = p.loadUnaligned(fromByteOffset: i, as: UInt64.self)
-    h = (h ^ w) &* m
-    h ^= h >> 29
-    i += 8
-  }
-  if i < n {
-    var w: UInt64 = 0
-    if n >= 8 {
-      // The last 8 bytes, shifted so that only the tail's remain: one load
-      // instead of a byte loop.
-      w = p.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self) >> UInt64(8 * (8 - (n - i)))
-    } else {
-      var shift: UInt64 = 0
-      while i < n {
-        w |= UInt64(p[i]) << shift
-        shift += 8
-        i += 1
-      }
+  var h = seed ^ (UInt64(truncatingIfNeeded: n) &* m)
+  if n > 0 {
+    let base = p.baseAddress.unsafelyUnwrapped
+    var i = 0
+    while i &+ 8 <= n {
+      h = (h ^ base.loadUnaligned(fromByteOffset: i, as: UInt64.self)) &* m
+      h ^= h &>> 29
+      i &+= 8
     }
-    h = (h ^ w) &* m
-    h ^= h >> 29
+    if i < n {
+      var w: UInt64 = 0
+      if n >= 8 {
+        // The last 8 bytes, shifted so that only the tail's remain: one load
+        // instead of a byte loop (the shift is 8 to 56).
+        w = base.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self) &>> UInt64(truncatingIfNeeded: 8 &* (8 &- (n &- i)))
+      } else {
+        var shift: UInt64 = 0
+        while i < n {
+          w |= UInt64(base.load(fromByteOffset: i, as: UInt8.self)) &<< shift
+          shift &+= 8
+          i &+= 1
+        }
+      }
+      h = (h ^ w) &* m
+      h ^= h &>> 29
+    }
   }
-  h = (h ^ (h >> 32)) &* 0xBF58_476D_1CE4_E5B9
-  return h ^ (h >> 31)
+  h = (h ^ (h &>> 32)) &* 0xBF58_476D_1CE4_E5B9
+  return h ^ (h &>> 31)
 }
 
 /// The hash of a string's UTF-8 bytes (see ``hashBytes(_:seed:)``).
@@ -63,11 +69,26 @@ func hashBridged(_ s: String, _ seed: UInt64) -> UInt64 {
 @inline(__always)
 func equalBytes(_ s: String, _ p: UnsafeRawBufferPointer) -> Bool {
   if let eq = s.utf8.withContiguousStorageIfAvailable({ b -> Bool in
-    b.count == p.count && (b.count == 0 || memcmp(b.baseAddress!, p.baseAddress!, b.count) == 0)
+    b.count == p.count && (b.count == 0 || sameBytes(UnsafeRawPointer(b.baseAddress.unsafelyUnwrapped), p.baseAddress.unsafelyUnwrapped, b.count))
   }) {
     return eq
   }
   return s.utf8.elementsEqual(p)
+}
+
+/// Whether `n` (> 0) bytes at `a` and `b` are equal: 8-byte words, the
+/// tail as the last (overlapping) word, `memcmp` below 8 bytes. A keypath
+/// of 9 to 16 bytes is two loads a side, where calling `memcmp` costs about
+/// 20 instructions (`Benchmarks/profile.sh c-abi`).
+@inline(__always)
+func sameBytes(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, _ n: Int) -> Bool {
+  guard n >= 8 else { return memcmp(a, b, n) == 0 }
+  var i = 0
+  while i &+ 8 < n {
+    if a.loadUnaligned(fromByteOffset: i, as: UInt64.self) != b.loadUnaligned(fromByteOffset: i, as: UInt64.self) { return false }
+    i &+= 8
+  }
+  return a.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self) == b.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
 }
 
 /// The slot count of an open-addressing table for `entries` entries: the

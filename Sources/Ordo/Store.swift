@@ -192,7 +192,10 @@ final class Store {
   }
 
   /// The node of a keypath given as UTF-8 bytes, if the store has it.
-  @inline(__always)
+  /// Out of line, like ``target(_:)``: so that the one write path inlines
+  /// into ``Bus/setExisting(utf8:_:)`` instead (28 instructions less per
+  /// write from C; `Benchmarks/profile.sh c-abi`).
+  @inline(never)
   func existing(utf8 bytes: UnsafeRawBufferPointer) -> Unmanaged<KeyNode>? {
     nodes.find(hashBytes(bytes, seed: seed)) { equalBytes($0.key, bytes) }
   }

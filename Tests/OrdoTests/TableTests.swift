@@ -66,6 +66,29 @@ import Testing
     }
   }
 
+  /// The word-wise comparison and hash at every length around the word
+  /// size, with one differing byte at every position: equal only when the
+  /// bytes are, and the hash sees every byte.
+  @Test func wordWiseComparisonAndHashSeeEveryByte() {
+    for n in 1...40 {
+      let a = (0..<n).map { UInt8(truncatingIfNeeded: 0x41 &+ $0) }
+      let key = String(decoding: a, as: UTF8.self)
+      a.withUnsafeBytes { ra in
+        #expect(sameBytes(ra.baseAddress!, ra.baseAddress!, n))
+        #expect(equalBytes(key, ra))
+        for i in 0..<n {
+          var b = a
+          b[i] ^= 0x20
+          b.withUnsafeBytes { rb in
+            #expect(!sameBytes(ra.baseAddress!, rb.baseAddress!, n), "length \(n), byte \(i)")
+            #expect(!equalBytes(key, rb), "length \(n), byte \(i)")
+            #expect(hashBytes(ra) != hashBytes(rb), "length \(n), byte \(i)")
+          }
+        }
+      }
+    }
+  }
+
   @Test func segmentTableInternsOnce() {
     var table = SegmentTable()
     var ids: [String: UInt32] = [:]
