@@ -3,16 +3,18 @@
 /// cache of the contracts a write to it affects. Transaction state lives in
 /// the ``Journal``; the node keeps only the stamp that finds its record.
 final class KeyNode {
-  // The fields a write and its pass touch come first, so that they share
-  // few cache lines.
-  /// The hash of ``key`` (see ``UnretainedTable``).
-  let hash: UInt64
-  /// The full keypath ("" for the root).
-  let key: String
+  // The fields a write through a handle and its pass touch come first, in
+  // the 64 bytes after the object header (two cache lines at most, where
+  // they spanned up to three): value, flags, journal stamp, reader cache,
+  // counter, changed-at. A write through a keypath string also reads the
+  // hash and the key, next. (`ordo-bench --only scale`, scale-100000.)
   /// Its value packed: a scalar inline, a string or bytes in ``boxed``.
   var packed = PackedValue.absent
-  /// The string or bytes when ``packed`` is boxed, else nil.
-  var boxed: Value?
+  /// A notification has named it (see ``ChangedKeypaths``): the node stays
+  /// in the store's tree, which the notification's copies keep alive.
+  var named = false
+  /// A ``Handle`` names it: the node stays in the store for the bus's life.
+  var pinned = false
   /// The journal's serial << 32 | the index of this node's record.
   var journalStamp: UInt64 = 0
   /// Cache of affected readers, valid for one generation of the contract
@@ -23,11 +25,12 @@ final class KeyNode {
   var counter: UInt64 = 0
   /// The last committed transaction that changed it (SPEC §10).
   var changedAt: UInt64 = 0
-  /// A ``Handle`` names it: the node stays in the store for the bus's life.
-  var pinned = false
-  /// A notification has named it (see ``ChangedKeypaths``): the node stays
-  /// in the store's tree, which the notification's copies keep alive.
-  var named = false
+  /// The hash of ``key`` (see ``UnretainedTable``).
+  let hash: UInt64
+  /// The full keypath ("" for the root).
+  let key: String
+  /// The string or bytes when ``packed`` is boxed, else nil.
+  var boxed: Value?
 
   // Cold.
   /// Its interned segment ids.

@@ -111,8 +111,10 @@ struct PackedValue: Equatable {
     /// A string or bytes, kept beside (`bits` is the journal's index).
     case boxed
   }
-  var kind = Kind.none
+  // Bits first: the struct is then 9 bytes, and a node's flags fit in the
+  // rest of its 16 (see ``KeyNode``).
   var bits: UInt64 = 0
+  var kind = Kind.none
 
   static let absent = PackedValue(kind: .absent)
 
