@@ -372,6 +372,8 @@ final class PassRunner {
     case .none:
       return []
     case .one(let u):
+      // Not reached from ``prepare(_:for:)``, which names a single
+      // trigger by its node; kept correct rather than trapping.
       return isChanged(u) ? ChangedKeypaths([u.with { $0.key }]) : []
     case .many(let list):
       markSerial &+= 1
