@@ -50,8 +50,12 @@ final class Journal {
   }
 
   /// Lists by record index.
-  /// (Exclusivity-unchecked, like ``undo`` and ``created``: emptied at every
-  /// reset, see ``ContractGraph``'s registry.)
+  // `lists`, `undo` and `created` are exclusivity-unchecked: every reset
+  // empties them, and each dynamic check there cost about 75 instructions
+  // a pass, three of the seven that made 7 % of a commit of 10 changes
+  // (`ordo-bench --profile commit-handles:100000`, callgrind; the other
+  // four are in ``ContractGraph`` and ``PassRunner``). Only touched with
+  // the bus's lock held.
   @exclusivity(unchecked) private var lists: [Int32: Lists] = [:]
 
   /// Identifies the running transaction in node stamps.
@@ -59,16 +63,15 @@ final class Journal {
   /// The saved start values that are strings or bytes, for records whose
   /// ``Record/original`` is ``PackedValue/Kind/boxed`` (unchecked: every write and pass step may touch it; only with the bus's lock held).
   @exclusivity(unchecked) private var originals = ContiguousArray<Value>()
-  /// In first-touch order: `count` records from `records`. A buffer of
-  /// its own rather than an array: every write appends or updates a record
-  /// and every pass step reads one, and an array's uniqueness and
-  /// exclusivity checks cost the delivery workload (`ordo-bench --profile
-  /// delivery-handles`, callgrind) 9 % more instructions (a separate buffer
-  /// class, 3 % more). Only touched with the bus's lock held.
-  private var records: UnsafeMutablePointer<Record>
-  private var capacity = 64
+  /// In first-touch order (a ``Buffer``: every write appends or updates a
+  /// record and every pass step reads one). Exclusivity-unchecked: checked,
+  /// each append and update is a dynamic access check, which took the
+  /// delivery workload from 432 to 725 instructions per change
+  /// (`Benchmarks/profile.sh delivery-handles`). Only touched with the
+  /// bus's lock held.
+  @exclusivity(unchecked) private var records = Buffer<Record>()
   /// The number of records.
-  private(set) var count = 0
+  var count: Int { records.count }
   /// Run, last first, when the transaction is rolled back.
   @exclusivity(unchecked) var undo: [@Sendable () -> Void] = []
   /// Nodes created by this transaction, in creation order (parents first),
@@ -78,29 +81,7 @@ final class Journal {
   /// compared again (see ``Store/reset()``).
   private(set) var wrapped = false
 
-  init() { records = .allocate(capacity: capacity) }
-
-  deinit {
-    records.deinitialize(count: count)
-    records.deallocate()
-  }
-
-  /// Appends a record; returns its index.
-  @inline(__always)
-  private func append(_ r: Record) -> Int {
-    if count == capacity { grow() }
-    (records + count).initialize(to: r)
-    count += 1
-    return count - 1
-  }
-
-  private func grow() {
-    let bigger = UnsafeMutablePointer<Record>.allocate(capacity: capacity * 2)
-    bigger.moveInitialize(from: records, count: count)
-    records.deallocate()
-    records = bigger
-    capacity *= 2
-  }
+  deinit { records.free() }
 
   /// The index of the node's record in this transaction, if it has one.
   @inline(__always)
@@ -174,11 +155,10 @@ final class Journal {
   @inline(__always)
   func write(_ n: KeyNode, external: Bool, ownValue: Bool, touched: Bool, asKeypath: Bool = true) -> Int {
     if let i = index(n) {
-      let r = records + i
-      if asKeypath { r.pointee.written = true }
-      if external { r.pointee.external = true }
-      if ownValue { r.pointee.ownValue = true }
-      if touched { r.pointee.touched = true }
+      if asKeypath { records[i].written = true }
+      if external { records[i].external = true }
+      if ownValue { records[i].ownValue = true }
+      if touched { records[i].touched = true }
       return i
     }
     var r = Record(node: n)
@@ -186,7 +166,7 @@ final class Journal {
     r.external = external
     r.ownValue = ownValue
     r.touched = touched
-    let i = append(r)
+    let i = records.append(r)
     n.journalStamp = UInt64(serial) << 32 | UInt64(i)
     return i
   }
@@ -249,8 +229,7 @@ final class Journal {
   /// Forgets the transaction. The records go before ``created``, which may
   /// free nodes they name.
   func reset() {
-    records.deinitialize(count: count)
-    count = 0
+    records.removeAll()
     originals.removeAll(keepingCapacity: true)
     if !lists.isEmpty { lists.removeAll() }
     if serial == UInt32.max {

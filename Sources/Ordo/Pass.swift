@@ -28,8 +28,8 @@ final class PassRunner {
   var commitHook: ((UInt64, [KeyState]) throws -> Void)?
   /// Told about every pass, after it ends, by key: 0 is the handler of
   /// ``Bus/onTrace(_:)``, others are bridges' listeners.
-  /// (Exclusivity-unchecked: read at every pass; see ``ContractGraph``'s
-  /// registry.)
+  /// (Exclusivity-unchecked: read at every pass, one of the seven per-pass
+  /// checks measured in ``ContractGraph``; lock held.)
   @exclusivity(unchecked) var traceListeners: [UInt64: @Sendable (PassTrace) -> Void] = [:]
   var nextTraceListener: UInt64 = 1
   /// The running pass's trace, only while someone listens.
@@ -470,17 +470,15 @@ final class PassRunner {
 /// registry at least until the pass ends (the registry retires contracts
 /// unregistered during a pass until it ends).
 ///
-/// The bulk lives in two buffers of its own rather than arrays: every
-/// scheduled contract is pushed and popped once, and an array's uniqueness
-/// and capacity checks cost the delivery workload about 30 instructions per
-/// change (`ordo-bench --profile delivery-handles`, callgrind). Only
-/// touched with the bus's lock held; ``free()`` releases the buffers.
+/// The bulk lives in two ``Buffer``s rather than arrays: every scheduled
+/// contract is pushed and popped once. Only touched with the bus's lock
+/// held; ``free()`` releases the buffers.
 struct Schedule {
   private typealias Ref = Unretained<ContractState>
   /// Pushed since the run was taken.
-  private var added = RefBuffer()
+  private var added = Buffer<Ref>()
   /// The sorted run, popped from `next`.
-  private var run = RefBuffer()
+  private var run = Buffer<Ref>()
   private var next = 0
   private var keys: [OrderKey] = []
   private var refs: [Ref] = []
@@ -564,64 +562,5 @@ struct Schedule {
     }
     next += 1
     return run[next - 1]
-  }
-}
-
-/// A growable buffer of unretained contract references without an array's
-/// checks (see ``Schedule``). A value: the owner frees it.
-struct RefBuffer {
-  private var base: UnsafeMutablePointer<Unretained<ContractState>>?
-  private var capacity = 0
-  private(set) var count = 0
-
-  /// Empties the buffer, keeping its capacity. (A no-op loop in release
-  /// builds; debug builds' references hold a weak reference to release.)
-  @inline(__always)
-  mutating func removeAll() {
-    base?.deinitialize(count: count)
-    count = 0
-  }
-
-  @inline(__always)
-  subscript(i: Int) -> Unretained<ContractState> { base.unsafelyUnwrapped[i] }
-
-  @inline(__always)
-  mutating func append(_ r: Unretained<ContractState>) {
-    if count == capacity { grow() }
-    (base.unsafelyUnwrapped + count).initialize(to: r)
-    count += 1
-  }
-
-  private mutating func grow() {
-    let bigger = UnsafeMutablePointer<Unretained<ContractState>>.allocate(capacity: max(64, capacity * 2))
-    if let base {
-      bigger.moveInitialize(from: base, count: count)
-      base.deallocate()
-    }
-    base = bigger
-    capacity = max(64, capacity * 2)
-  }
-
-  /// Sorts by `key` unless already in order (one scan).
-  mutating func sortIfNeeded(by key: (Unretained<ContractState>) -> OrderKey) {
-    guard count > 1, let base else { return }
-    var previous = key(base[0])
-    for i in 1..<count {
-      let k = key(base[i])
-      if k < previous {
-        var all = UnsafeMutableBufferPointer(start: base, count: count)
-        all.sort { key($0) < key($1) }
-        return
-      }
-      previous = k
-    }
-  }
-
-  mutating func free() {
-    base?.deinitialize(count: count)
-    base?.deallocate()
-    base = nil
-    capacity = 0
-    count = 0
   }
 }
