@@ -344,8 +344,9 @@ final class CContract: @unchecked Sendable {
   // The notification of a call with one keypath, and its `changed` array
   // ({keypath, NULL}), made once: filling them in place, rather than on
   // the stack, spares every call the stack protector's checks and a frame
-  // (`Benchmarks/profile.sh c-abi`). Used by calls that do not nest (all of
-  // them: a contract's calls never nest; one that did would use the stack).
+  // (`Benchmarks/profile.sh c-abi`). A contract's calls never nest (the
+  // core calls a contract once per pass, and passes do not nest), so one
+  // notification per contract is enough.
   private let single: UnsafeMutablePointer<ordo_notification>
   private let singleChanged: UnsafeMutablePointer<UnsafePointer<CChar>?>
 
@@ -409,17 +410,16 @@ final class CContract: @unchecked Sendable {
     running -= 1
   }
 
-  /// Calls the C callback. The `changed` array and its strings are valid
-  /// during the call only (include/ordo.h): one keypath is passed as the
-  /// key node's own C string (made once per keypath) with the array on the
-  /// stack; several are copied into the contract's reusable buffer. Nothing
-  /// is allocated per call.
+  /// Calls the C callback. The notification, the `changed` array and its
+  /// strings are valid during the call only (include/ordo.h): one keypath
+  /// is passed as the key node's own C string (made once per keypath) in
+  /// the contract's own notification; several are copied into the
+  /// contract's reusable buffer. Nothing is allocated per call.
   func invoke(_ note: ContractNotification) {
     guard enter(note.contract) else { return }
+    assert(running == 1, "a C contract's calls nest")
     let changed = note.changed
-    if let k = changed.onlyKeypathCString, running == 1 {
-      // The common single keypath: the key node's own C string (valid while
-      // `note` lives), in the contract's own notification.
+    if let k = changed.onlyKeypathCString {
       singleChanged[0] = k
       single.pointee.txn = note.transaction
       single.pointee.contract = note.contract
@@ -431,18 +431,9 @@ final class CContract: @unchecked Sendable {
     leave()
   }
 
-  /// A call with no keypath or several, or one nested in another call of
-  /// this contract: the notification on the stack.
+  /// A call with no keypath or several: the notification on the stack.
   @inline(never)
   private func invokeOther(_ note: ContractNotification, _ changed: ChangedKeypaths) {
-    if let k = changed.onlyKeypathCString {
-      withUnsafeTemporaryAllocation(of: UnsafePointer<CChar>?.self, capacity: 2) { pointers in
-        pointers[0] = k
-        pointers[1] = nil
-        call(note, UnsafePointer(pointers.baseAddress!), 1)
-      }
-      return
-    }
     // startIndex is 0: endIndex is the count, in one call.
     let n = changed.endIndex
     if n == 0 { call(note, noKeypaths, 0) } else { invokeMany(note, changed, n) }
