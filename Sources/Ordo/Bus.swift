@@ -20,8 +20,6 @@ public final class Bus: @unchecked Sendable {
   let store = Store()
   let contractGraph: ContractGraph
   let passes: PassRunner
-  /// Tells handles of this bus from handles of others.
-  let identity = BusIdentity.next()
   /// Transactions rolled back (statistics).
   private(set) var rollbackCount: UInt64 = 0
   /// What typed properties, contexts and streams name the bus by, without
@@ -720,12 +718,6 @@ public final class Bus: @unchecked Sendable {
     }
     try store.restore(epoch: epoch, lastTransaction: lastTransaction, keypaths: keypaths)
   }
-}
-
-/// Numbers each bus, so that a handle knows its bus without keeping it.
-enum BusIdentity {
-  private static let counter = Atomic<UInt64>(0)
-  static func next() -> UInt64 { counter.add(1, ordering: .relaxed).newValue }
 }
 
 /// The values and counters of the keypaths matching some patterns, read at

@@ -19,33 +19,31 @@ final class BusLink: @unchecked Sendable {
   // Set in the bus's init, cleared in its deinit; read without a lock
   // (see above).
   private var ref: Unmanaged<Bus>?
-  /// The bus's identity (``Handle``'s bus), for the handles of properties.
-  private(set) var identity: UInt64 = 0
   /// Hooks that run once when the next pass ends. Bus lock held.
   var endOfPass: [@Sendable () -> Void] = []
   /// The contracts bound to an owner, with a weak reference to it. Bus
   /// lock held.
   var owned: [ContractID: WeakOwner] = [:]
-  /// Whether the bus made a typed property (bus lock held to set it).
-  var madeProperties = false
-  /// The nodes named by the bus's typed properties, kept from the bus's
-  /// deinit on (see ``Property``).
+  /// Whether the bus made a handle or a typed property: then the link
+  /// keeps their nodes once the bus is gone (bus lock held to set it).
+  var keepsPinned = false
+  /// The nodes named by the bus's handles and typed properties, kept from
+  /// the bus's deinit on (see ``Handle``, ``Property``).
   private var keptNodes: [KeyNode] = []
 
   init() {}
 
   func attach(_ bus: Bus) {
     ref = .passUnretained(bus)
-    identity = bus.identity
   }
 
   /// Called first in the bus's deinit, while its store still holds its
-  /// nodes. A ``Property`` names its node without a reference count: while
-  /// the bus lives its store keeps the node (a property's node is pinned,
-  /// and pinned nodes are never pruned); from here on the link does, so a
-  /// property that outlives its bus can still name its keypath.
+  /// nodes. A ``Handle`` or a ``Property`` names its node without a
+  /// reference count: while the bus lives its store keeps the node (their
+  /// nodes are pinned, and pinned nodes are never pruned); from here on the
+  /// link does, so one that outlives its bus can still name its keypath.
   func detach() {
-    if madeProperties, let ref {
+    if keepsPinned, let ref {
       ref._withUnsafeGuaranteedRef { bus in
         bus.store.root.forEachInSubtree { n in if n.pinned { keptNodes.append(n) } }
       }

@@ -2,24 +2,30 @@
 /// (those a pass touches), and kept few: 120 bytes with the object header,
 /// one 128-byte block.
 final class ContractState {
-  // The fields a pass touches come first, so that they share few cache
-  // lines (the first 64 bytes after the object header).
+  // The fields a pass touches come first, in the 64 bytes after the object
+  // header, ordered so that the scheduling at the start of a pass touches
+  // every cache line of them: its loop takes no lock, so the memory
+  // fetches of the 10 contracts a commit reaches out of cache overlap
+  // there, and their calls then find them in cache. A call's own fields
+  // (callback, statistics) lie between the fields scheduling reads and
+  // writes: `id`, `rank`, the flags and `triggers` at the start, the
+  // serials at the end; whatever the block's alignment, each of its lines
+  // holds one of them. (Called after the lock is taken back, with the
+  // statistics in a line of their own, the fetch waited in every call:
+  // `ordo-bench --only scale`, scale-100000-handles.)
   /// Also the registration order (ids only grow).
   let id: ContractID
-  // Per-pass bookkeeping; `serial` identifies the pass.
-  var scheduledSerial: UInt32 = 0
-  var calledSerial: UInt32 = 0
-  /// The written keypaths that scheduled it in this pass.
-  var triggers = Triggers.none
+  /// The priority of a priority contract, the level of a data contract.
+  private var rank: Int32
   let kind: ContractKind
   var registered = true
   var initialPending = false
-  /// Its callback runs now (a contract's calls never nest). Beside the
-  /// other flags, so that the fields a call touches end 64 bytes after the
-  /// object header (`ordo-bench --only scale`, scale-100000).
+  /// Its callback runs now (a contract's calls never nest).
   var running = false
-  /// The priority of a priority contract, the level of a data contract.
-  private var rank: Int32
+  /// The written keypaths that scheduled it in this pass.
+  var triggers = Triggers.none
+  // Statistics.
+  var calls: UInt64 = 0
   /// A constant, so that a pass calls it borrowed, without a retain and a
   /// release per call (`ordo-bench --profile delivery-handles`: 56
   /// instructions of 700 per change). It goes with the contract: the
@@ -27,10 +33,12 @@ final class ContractState {
   /// or its own call that names it ends (see ``Registry``); nothing else
   /// retains a contract.
   let callback: ContractCallback
-
-  // Statistics.
-  var calls: UInt64 = 0
   var lastTransaction: UInt64 = 0
+  // Per-pass bookkeeping; `serial` identifies the pass.
+  var scheduledSerial: UInt32 = 0
+  var calledSerial: UInt32 = 0
+
+  // Statistics, cold.
   var failures: UInt32 = 0
   /// Bit i: read pattern i was read through (patterns beyond 32 are not tracked).
   var usedReads: UInt32 = 0

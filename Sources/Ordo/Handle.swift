@@ -14,11 +14,28 @@
 /// retain cycle). Using it on another bus is
 /// ``OrdoError/Code/invalidArgument``.
 public struct Handle: @unchecked Sendable, Hashable, CustomStringConvertible {
-  // The node's mutable state is only touched with its bus's lock held; its
-  // key and ids never change. Retained: pinned nodes stay in their store,
-  // and a handle that outlives its bus keeps the node's memory valid.
-  let node: KeyNode
-  let bus: UInt64
+  // Two words, one reference count, as a ``Property``: the bus's link
+  // (retained) and the keypath's node, not retained. The store keeps a
+  // handle's node while the bus lives (it is pinned, and pinned nodes are
+  // never pruned), the link from the bus's deinit on
+  // (``BusLink/detach()``), so a handle that outlives its bus still names
+  // its keypath. Copying a handle retains the link, one object that every
+  // handle of the bus shares and that stays in cache, not the node: a
+  // reference count on the node was an atomic operation on a cache line
+  // that a commit reaching keypaths out of cache must first fetch, once per
+  // write (`ordo-bench --only scale`, scale-100000-handles). The node's
+  // mutable state is only touched with its bus's lock held; its key and
+  // ids never change.
+  let link: BusLink
+  let unretainedNode: Unretained<KeyNode>
+
+  init(node: KeyNode, link: BusLink) {
+    self.link = link
+    unretainedNode = Unretained(node)
+  }
+
+  /// The node, alive as long as the handle (see above).
+  var node: KeyNode { unretainedNode.object }
 
   /// The keypath.
   public var keypath: String { node.key }
@@ -26,9 +43,9 @@ public struct Handle: @unchecked Sendable, Hashable, CustomStringConvertible {
   public var description: String { node.key }
 
   /// Handles are equal when they name the same keypath of the same bus.
-  public static func == (a: Handle, b: Handle) -> Bool { a.node === b.node }
+  public static func == (a: Handle, b: Handle) -> Bool { Unretained.same(a.unretainedNode, b.unretainedNode) }
   /// Hashes the node's identity.
-  public func hash(into h: inout Hasher) { h.combine(ObjectIdentifier(node)) }
+  public func hash(into h: inout Hasher) { h.combine(unretainedNode.address) }
 }
 
 extension Bus {
@@ -41,13 +58,16 @@ extension Bus {
   public func resolve(_ keypath: String) throws(OrdoError) -> Handle {
     gate.lock.lock()
     defer { gate.lock.unlock() }
-    return Handle(node: try store.pin(keypath), bus: identity)
+    let node = try store.pin(keypath)
+    // From now on the link keeps the pinned nodes when the bus goes.
+    link.keepsPinned = true
+    return Handle(node: node, link: link)
   }
 
   /// The handle's node, if the handle belongs to this bus. Lock held.
   @inline(__always)
   private func node(_ h: Handle) throws(OrdoError) -> KeyNode {
-    guard h.bus == identity else {
+    guard h.link === link else {
       throw OrdoError(.invalidArgument, "the handle of \"\(h.node.key)\" belongs to another bus")
     }
     return h.node

@@ -127,7 +127,7 @@ public struct Property<T: PropertyValue>: @unchecked Sendable, Hashable, CustomS
   }
 
   /// The resolved keypath.
-  public var handle: Handle { Handle(node: keyNode, bus: link.identity) }
+  public var handle: Handle { Handle(node: keyNode, link: link) }
 
   /// The keypath.
   public var keypath: String { keyNode.key }
@@ -209,7 +209,7 @@ extension Bus {
   /// - Throws: ``OrdoError/Code/invalidArgument`` for a handle of another
   ///   bus.
   public func property<T: PropertyValue>(_ handle: Handle, as type: T.Type = T.self) throws(OrdoError) -> Property<T> {
-    guard handle.bus == identity else {
+    guard handle.link === link else {
       throw OrdoError(.invalidArgument, "the handle of \"\(handle.keypath)\" belongs to another bus")
     }
     return makeProperty(handle.node, as: T.self)

@@ -18,7 +18,7 @@ extension Bus {
     gate.lock.lock()
     // From now on the link keeps the pinned nodes when the bus goes
     // (``BusLink/detach()``).
-    link.madeProperties = true
+    link.keepsPinned = true
     gate.lock.unlock()
     return Property(node: node, link: link)
   }

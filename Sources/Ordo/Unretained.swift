@@ -55,6 +55,10 @@ struct Unretained<T: AnyObject> {
   @inline(__always)
   static func same(_ a: Unretained<T>, _ b: Unretained<T>) -> Bool { a.ref.toOpaque() == b.ref.toOpaque() }
 
+  /// The address, for identity hashing (no use of the object).
+  @inline(__always)
+  var address: UnsafeMutableRawPointer { ref.toOpaque() }
+
   @inline(__always)
   private func check() {
     #if DEBUG

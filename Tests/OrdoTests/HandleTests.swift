@@ -65,6 +65,26 @@ import Testing
     #expect(try b.commit() == 0)
   }
 
+  @Test func aHandleOutlivesItsBusWithoutKeepingItAlive() throws {
+    var a: Bus? = Bus()
+    weak let gone = a
+    let h = try a!.resolve("doc.items.3.title")
+    let same = try a!.resolve("doc.items.3.title")
+    let other = try a!.resolve("doc.items.3")
+    #expect(h == same && Set([h, same, other]).count == 2)
+    a = nil
+    #expect(gone == nil)
+    // The handle still names its keypath (the bus's link keeps its node),
+    // and another bus refuses it by that name.
+    #expect(h.keypath == "doc.items.3.title" && "\(other)" == "doc.items.3")
+    let b = Bus()
+    b.begin()
+    expectError(.invalidArgument, ["\"doc.items.3.title\"", "another bus"]) { try b.set(h, .int64(1)) }
+    expectError(.invalidArgument, ["another bus"]) { _ = try b.counter(h) }
+    #expect(try b.commit() == 0)
+    #expect(try b.value("doc.items.3.title") == nil)
+  }
+
   @Test func callbacksObeyTheirContractThroughHandles() throws {
     let bus = Bus()
     let stable = try bus.resolve("st.able")
