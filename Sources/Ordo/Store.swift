@@ -3,9 +3,9 @@
 /// cache of the contracts a write to it affects. Transaction state lives in
 /// the ``Journal``; the node keeps only the stamp that finds its record.
 final class KeyNode {
-  // The fields a write through a handle and its pass touch come first, in
-  // the 64 bytes after the object header (two cache lines at most, where
-  // they spanned up to three): value, flags, journal stamp, reader cache,
+  // The fields a write through a handle and its pass touch come first,
+  // after the object header (two cache lines at most, where they spanned
+  // up to three): value, flags, journal stamp, the C string, reader cache,
   // counter, changed-at. A write through a keypath string also reads the
   // hash and the key, next. (`ordo-bench --only scale`, scale-100000.)
   /// Its value packed: a scalar inline, a string or bytes in ``boxed``.
@@ -17,6 +17,11 @@ final class KeyNode {
   var pinned = false
   /// The journal's serial << 32 | the index of this node's record.
   var journalStamp: UInt64 = 0
+  /// The key as NUL-terminated UTF-8, for bridges to C (see ``cKey``). Next
+  /// to the journal stamp, which the write reads: a C callback's keypath
+  /// is then in a cache line the write fetched, not in one of its own
+  /// (callgrind's cache simulation of `ordo-c-bench 100000` with `scale`).
+  private var cKeyStorage: UnsafeMutablePointer<CChar>?
   /// Cache of affected readers, valid for one generation of the contract
   /// index (see ``ContractGraph/readers(_:)``).
   var readers = Readers()
@@ -36,8 +41,6 @@ final class KeyNode {
   /// Its interned segment ids.
   let ids: [UInt32]
   var children: [UInt32: KeyNode] = [:]
-  /// The key as NUL-terminated UTF-8, for bridges to C (see ``cKey``).
-  private var cKeyStorage: UnsafeMutablePointer<CChar>?
 
   deinit { cKeyStorage?.deallocate() }
 

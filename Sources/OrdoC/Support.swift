@@ -313,22 +313,35 @@ private let maxKeptBuffer = 1 << 16
 /// destroy function, and the trampoline that calls the callback with an
 /// `ordo_notification`. The core holds it through the callback closure.
 final class CContract: @unchecked Sendable {
-  let callback: ordo_callback
-  let userData: UnsafeMutableRawPointer?
-  let destroy: (@convention(c) (UnsafeMutableRawPointer?) -> Void)?
-  /// The bus, unretained: the core bus (and so this contract) never
-  /// outlives it. Only the rare paths of a call touch it.
-  unowned(unsafe) let owner: CBus
-  /// The owner's handle, as the callback receives it.
-  let bus: OpaquePointer
-
+  // What a call touches: these fields, first (in the 24 bytes after the
+  // object header), and one 64-byte block of its own (`call`). Spread over
+  // the object and two small allocations, a call reached four cache lines
+  // beyond the core's contract; a commit that reaches contracts out of
+  // cache waited for each (callgrind's cache simulation of
+  // `ordo-c-bench 100000` with `scale`, docs/performance.md).
   /// Set (releasing) once ``id`` is set, under the owner's lock.
   let adopted = Atomic<Bool>(false)
   // Guarded by the owner's lock, or by the bus's transaction once adopted
   // (see ``enter(_:)``).
-  var id: ContractID = 0
   var live = true
-  var running = 0
+  var running: Int32 = 0
+  /// The notification of a call with one keypath, its `changed` array
+  /// ({keypath, NULL}), the callback and the user data: one cache line,
+  /// filled in place (rather than on the stack, which costs every call the
+  /// stack protector's checks and a frame, `Benchmarks/profile.sh c-abi`).
+  /// A contract's calls never nest (the core calls a contract once per
+  /// pass, and passes do not nest), so one block per contract is enough.
+  private let call: UnsafeMutablePointer<CallBlock>
+  /// The owner's handle, as the callback receives it.
+  let bus: OpaquePointer
+
+  var callback: ordo_callback { call.pointee.callback }
+  var userData: UnsafeMutableRawPointer? { call.pointee.userData }
+  let destroy: (@convention(c) (UnsafeMutableRawPointer?) -> Void)?
+  /// The bus, unretained: the core bus (and so this contract) never
+  /// outlives it. Only the rare paths of a call touch it.
+  unowned(unsafe) let owner: CBus
+  var id: ContractID = 0
   private var destroyTaken = false
 
   // The buffer of a notification with several keypaths (the pointer array,
@@ -341,31 +354,32 @@ final class CContract: @unchecked Sendable {
   private var bufferSize = 0
   private var bufferBusy = false
 
-  // The notification of a call with one keypath, and its `changed` array
-  // ({keypath, NULL}), made once: filling them in place, rather than on
-  // the stack, spares every call the stack protector's checks and a frame
-  // (`Benchmarks/profile.sh c-abi`). A contract's calls never nest (the
-  // core calls a contract once per pass, and passes do not nest), so one
-  // notification per contract is enough.
-  private let single: UnsafeMutablePointer<ordo_notification>
-  private let singleChanged: UnsafeMutablePointer<UnsafePointer<CChar>?>
+  /// ``call``'s layout: the notification first, so that the block's
+  /// address is the notification's.
+  struct CallBlock {
+    var note: ordo_notification
+    var changed: (UnsafePointer<CChar>?, UnsafePointer<CChar>?)
+    let callback: ordo_callback
+    let userData: UnsafeMutableRawPointer?
+  }
 
   init(owner: CBus, callback: ordo_callback, userData: UnsafeMutableRawPointer?, destroy: (@convention(c) (UnsafeMutableRawPointer?) -> Void)?) {
     self.owner = owner
     bus = owner.handle
-    self.callback = callback
-    self.userData = userData
     self.destroy = destroy
-    singleChanged = .allocate(capacity: 2)
-    singleChanged.initialize(repeating: nil, count: 2)
-    single = .allocate(capacity: 1)
-    single.initialize(to: ordo_notification(txn: 0, contract: 0, changed: UnsafePointer(singleChanged), n_changed: 1))
+    precondition(MemoryLayout<CallBlock>.size <= 64 && MemoryLayout<CallBlock>.offset(of: \CallBlock.note) == 0)
+    let raw = UnsafeMutableRawPointer.allocate(byteCount: 64, alignment: 64)
+    call = raw.bindMemory(to: CallBlock.self, capacity: 1)
+    call.initialize(
+      to: CallBlock(note: ordo_notification(txn: 0, contract: 0, changed: nil, n_changed: 1), changed: (nil, nil), callback: callback, userData: userData))
+    let changed = raw + MemoryLayout<CallBlock>.offset(of: \CallBlock.changed)!
+    call.pointee.note.changed = UnsafePointer(changed.assumingMemoryBound(to: UnsafePointer<CChar>?.self))
   }
 
   deinit {
     free(buffer)
-    single.deallocate()
-    singleChanged.deallocate()
+    call.deinitialize(count: 1)
+    UnsafeMutableRawPointer(call).deallocate()
   }
 
   /// Whether destroy is due now (gone, not running) and not yet taken; takes
@@ -420,10 +434,11 @@ final class CContract: @unchecked Sendable {
     assert(running == 1, "a C contract's calls nest")
     let changed = note.changed
     if let k = changed.onlyKeypathCString {
-      singleChanged[0] = k
-      single.pointee.txn = note.transaction
-      single.pointee.contract = note.contract
-      callback(bus, single, userData)
+      let b = call
+      b.pointee.changed.0 = k
+      b.pointee.note.txn = note.transaction
+      b.pointee.note.contract = note.contract
+      b.pointee.callback(bus, UnsafeRawPointer(b).assumingMemoryBound(to: ordo_notification.self), b.pointee.userData)
     } else {
       invokeOther(note, changed)
     }
