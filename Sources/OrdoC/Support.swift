@@ -313,30 +313,32 @@ private let maxKeptBuffer = 1 << 16
 /// destroy function, and the trampoline that calls the callback with an
 /// `ordo_notification`. The core holds it through the callback closure.
 final class CContract: @unchecked Sendable {
-  // What a call touches: these fields, first (in the 24 bytes after the
-  // object header), and one 64-byte block of its own (`call`). Spread over
-  // the object and two small allocations, a call reached four cache lines
-  // beyond the core's contract; a commit that reaches contracts out of
-  // cache waited for each (callgrind's cache simulation of
-  // `ordo-c-bench 100000` with `scale`, docs/performance.md).
+  // What a call reads: these fields, first (in the 48 bytes after the
+  // object header), in one cache line or two; it writes one small block
+  // (`call`). Spread over the object, a call read up to three lines of it
+  // (callgrind's cache simulation of `ordo-c-bench 100000` with `scale`).
+  // The block is only written: with the callback and the user data in it,
+  // the call's reads waited for one fetch after another, and the commit of
+  // 10 at 100 000 contracts took 15–30 % longer (docs/performance.md).
   /// Set (releasing) once ``id`` is set, under the owner's lock.
   let adopted = Atomic<Bool>(false)
   // Guarded by the owner's lock, or by the bus's transaction once adopted
   // (see ``enter(_:)``).
   var live = true
   var running: Int32 = 0
-  /// The notification of a call with one keypath, its `changed` array
-  /// ({keypath, NULL}), the callback and the user data: one cache line,
-  /// filled in place (rather than on the stack, which costs every call the
-  /// stack protector's checks and a frame, `Benchmarks/profile.sh c-abi`).
-  /// A contract's calls never nest (the core calls a contract once per
-  /// pass, and passes do not nest), so one block per contract is enough.
-  private let call: UnsafeMutablePointer<CallBlock>
+  let callback: ordo_callback
+  let userData: UnsafeMutableRawPointer?
   /// The owner's handle, as the callback receives it.
   let bus: OpaquePointer
+  /// The notification of a call with one keypath and its `changed` array
+  /// ({keypath, NULL}), made once and filled in place (rather than on the
+  /// stack, which costs every call the stack protector's checks and a
+  /// frame, `Benchmarks/profile.sh c-abi`). A call only writes it, so it
+  /// waits for no fetch of it. A contract's calls never nest (the core
+  /// calls a contract once per pass, and passes do not nest), so one block
+  /// per contract is enough.
+  private let call: UnsafeMutablePointer<CallBlock>
 
-  var callback: ordo_callback { call.pointee.callback }
-  var userData: UnsafeMutableRawPointer? { call.pointee.userData }
   let destroy: (@convention(c) (UnsafeMutableRawPointer?) -> Void)?
   /// The bus, unretained: the core bus (and so this contract) never
   /// outlives it. Only the rare paths of a call touch it.
@@ -359,19 +361,18 @@ final class CContract: @unchecked Sendable {
   struct CallBlock {
     var note: ordo_notification
     var changed: (UnsafePointer<CChar>?, UnsafePointer<CChar>?)
-    let callback: ordo_callback
-    let userData: UnsafeMutableRawPointer?
   }
 
   init(owner: CBus, callback: ordo_callback, userData: UnsafeMutableRawPointer?, destroy: (@convention(c) (UnsafeMutableRawPointer?) -> Void)?) {
     self.owner = owner
     bus = owner.handle
+    self.callback = callback
+    self.userData = userData
     self.destroy = destroy
-    precondition(MemoryLayout<CallBlock>.size <= 64 && MemoryLayout<CallBlock>.offset(of: \CallBlock.note) == 0)
-    let raw = UnsafeMutableRawPointer.allocate(byteCount: 64, alignment: 64)
+    precondition(MemoryLayout<CallBlock>.offset(of: \CallBlock.note) == 0)
+    let raw = UnsafeMutableRawPointer.allocate(byteCount: MemoryLayout<CallBlock>.size, alignment: MemoryLayout<CallBlock>.alignment)
     call = raw.bindMemory(to: CallBlock.self, capacity: 1)
-    call.initialize(
-      to: CallBlock(note: ordo_notification(txn: 0, contract: 0, changed: nil, n_changed: 1), changed: (nil, nil), callback: callback, userData: userData))
+    call.initialize(to: CallBlock(note: ordo_notification(txn: 0, contract: 0, changed: nil, n_changed: 1), changed: (nil, nil)))
     let changed = raw + MemoryLayout<CallBlock>.offset(of: \CallBlock.changed)!
     call.pointee.note.changed = UnsafePointer(changed.assumingMemoryBound(to: UnsafePointer<CChar>?.self))
   }
@@ -438,7 +439,7 @@ final class CContract: @unchecked Sendable {
       b.pointee.changed.0 = k
       b.pointee.note.txn = note.transaction
       b.pointee.note.contract = note.contract
-      b.pointee.callback(bus, UnsafeRawPointer(b).assumingMemoryBound(to: ordo_notification.self), b.pointee.userData)
+      callback(bus, UnsafeRawPointer(b).assumingMemoryBound(to: ordo_notification.self), userData)
     } else {
       invokeOther(note, changed)
     }
