@@ -1,4 +1,5 @@
 import Ordo
+import Synchronization
 
 /// The comparator of the scale scenario: a plain dispatcher that keeps its
 /// contracts in an array and, at every commit, scans every contract's read
@@ -54,6 +55,18 @@ final class MinimalDispatcher {
   private var contracts: [Contract] = []
   private var keypaths: [Keypath] = []
   private var changed: [Keypath] = []
+  /// Locked: every write and the commit take a lock word (one atomic
+  /// compare-and-swap, a release store to let it go) as a thread-safe bus
+  /// does, the commit letting it go around each call.
+  private let locked: Bool
+  private let word = Atomic<UInt32>(0)
+
+  init(locked: Bool = false) { self.locked = locked }
+
+  @inline(__always) private func lock() {
+    while !word.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged {}
+  }
+  @inline(__always) private func unlock() { word.store(0, ordering: .releasing) }
 
   var count: Int { contracts.count }
 
@@ -66,12 +79,14 @@ final class MinimalDispatcher {
   }
 
   func set(_ i: Int, _ value: Int64) {
+    if locked { lock() }
     let k = keypaths[i]
     if k.value != value {
       k.value = value
       k.counter &+= 1
       changed.append(k)
     }
+    if locked { unlock() }
   }
 
   /// Sets the 10 keypaths from index `first` to `value` and commits, then
@@ -83,11 +98,15 @@ final class MinimalDispatcher {
   }
 
   func commit() {
+    if locked { lock() }
     for k in changed {
       k.reader.calls &+= 1
+      if locked { unlock() }
       k.reader.callback()
+      if locked { lock() }
     }
     changed.removeAll(keepingCapacity: true)
+    if locked { unlock() }
   }
 }
 
@@ -165,8 +184,14 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
   let minSink = Sink()
   let minimal = MinimalDispatcher()
   let minBase = MinimalDispatcher()
-  for _ in 0..<10 { minBase.register { minSink.calls &+= 1 } }
+  let lockedMinimal = MinimalDispatcher(locked: true)
+  let lockedMinBase = MinimalDispatcher(locked: true)
+  for _ in 0..<10 {
+    minBase.register { minSink.calls &+= 1 }
+    lockedMinBase.register { minSink.calls &+= 1 }
+  }
   minBase.prefill()
+  lockedMinBase.prefill()
   var minValue: Int64 = 1
   var minBaseValue: Int64 = 1
   var registered = 0
@@ -185,6 +210,7 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
       try big.register(name: "c\(i)", reads: [keys[i]]) { _ in bigSink.calls &+= 1 }
       scan.register(name: "c\(i)", reads: [keys[i]]) { scanSink.calls &+= 1 }
       minimal.register { minSink.calls &+= 1 }
+      lockedMinimal.register { minSink.calls &+= 1 }
       registered += 1
     }
     // Every keypath holds a value before the measurement, as in a model
@@ -194,6 +220,7 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
     for k in keys[prefilled..<n] { scan.set(k, -1) }
     scan.commit()
     minimal.prefill()
+    lockedMinimal.prefill()
     for k in keys[prefilled..<n] {
       let h = try big.resolve(k)
       handles.append(h)
@@ -204,6 +231,7 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
     var bigRng = SplitMix(state: UInt64(n))
     var scanRng = SplitMix(state: UInt64(n) &+ 7)
     var minRng = SplitMix(state: UInt64(n) &+ 13)
+    var lockedRng = SplitMix(state: UInt64(n) &+ 23)
     // Independent draws: with one seed, and the same calibration, the typed
     // variant would commit the very groups the handle variant just did
     // (in cache), right after it in each round.
@@ -255,11 +283,20 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
     let minBaseVariant = Variant("minimal-dispatch-10") { ops in
       timedCommits(ops, &minCommits) { minBase.commitGroup(0, &minBaseValue) }
     }
+    let lockedMinVariant = Variant("minimal-dispatch-locked") { ops in
+      timedCommits(ops, &minCommits) { lockedMinimal.commitGroup(lockedRng.below(groups) * 10, &minValue) }
+    }
+    let lockedMinBaseVariant = Variant("minimal-dispatch-locked-10") { ops in
+      timedCommits(ops, &minCommits) { lockedMinBase.commitGroup(0, &minBaseValue) }
+    }
     progress("scale: measuring \(n) contracts")
     let variants =
       n == 10
       ? [ordoVariant, handleVariant, typedVariant, scanVariant]
-      : [ordoVariant, handleVariant, typedVariant, sameVariant, baseVariant, scanVariant, minVariant, minBaseVariant, handleBaseVariant]
+      : [
+        ordoVariant, handleVariant, typedVariant, sameVariant, baseVariant, scanVariant, minVariant, minBaseVariant, handleBaseVariant,
+        lockedMinVariant, lockedMinBaseVariant,
+      ]
     let m = try measure(variants, s)
     let bigTotal = bigCommits + sameCommits + handleCommits + typedCommits
     check(bigSink.calls == 10 * bigTotal, "scale \(n): \(bigSink.calls) calls for \(bigTotal) commits")
@@ -308,11 +345,29 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
       var h = BenchResult(scenario: "scale-\(n)-handles", metric: "ns_per_commit", ordo: m["ordo-handles"], target: "none", met: nil)
       h.comparators = [
         ("ordo-handles-10-contracts", m["ordo-handles-10-contracts"]), ("ordo", m["ordo"]), ("minimal-dispatch", m["minimal-dispatch"]),
+        ("minimal-dispatch-10", m["minimal-dispatch-10"]), ("minimal-dispatch-locked", m["minimal-dispatch-locked"]),
+        ("minimal-dispatch-locked-10", m["minimal-dispatch-locked-10"]),
       ]
       let hVsBase = m.ratio("ordo-handles", "ordo-handles-10-contracts")
+      // The floor of the ratio: the 10-contract commit plus only what
+      // memory latency adds to the minimal dispatcher (one keypath object
+      // and one contract object per change, no lock), over the 10-contract
+      // commit. A bus whose commit reaches as few cache lines per change
+      // as the minimal dispatcher, with no lock between them, would show
+      // this ratio.
+      let latency = max(0, m["minimal-dispatch"] - m["minimal-dispatch-10"])
+      let floor = (m["ordo-handles-10-contracts"] + latency) / m["ordo-handles-10-contracts"]
+      // The same with a lock per write and around each call, as a
+      // thread-safe bus takes one: the fetches of the keypaths a commit
+      // writes can then no longer overlap (each waits for the one before).
+      let lockedLatency = max(0, m["minimal-dispatch-locked"] - m["minimal-dispatch-locked-10"])
+      let lockedFloor = (m["ordo-handles-10-contracts"] + lockedLatency) / m["ordo-handles-10-contracts"]
       h.ratios = [
         ("vs ordo-handles-10-contracts", hVsBase), ("strings vs handles", m.ratio("ordo", "ordo-handles")),
         ("minimal-dispatch vs minimal-dispatch-10", m.ratio("minimal-dispatch", "minimal-dispatch-10")),
+        ("floor: ordo-handles-10-contracts + minimal-dispatch's growth", floor),
+        ("minimal-dispatch-locked vs minimal-dispatch-locked-10", m.ratio("minimal-dispatch-locked", "minimal-dispatch-locked-10")),
+        ("floor: ordo-handles-10-contracts + minimal-dispatch-locked's growth", lockedFloor),
       ]
       if n == 100_000 {
         h.target = "vs ordo-handles-10-contracts <= 2"
