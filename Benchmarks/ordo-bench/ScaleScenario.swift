@@ -164,7 +164,9 @@ func commitGroup(_ bus: Bus, _ keys: [String], _ first: Int, _ value: inout Int6
 /// registered differs from the baseline, which is the dispatch cost the
 /// project's rule speaks of). Beside the spread commits, the minimal
 /// dispatcher at this size and at 10 gives the floor that memory latency
-/// alone sets for the spread ratio.
+/// alone sets for the spread ratio; the same dispatcher taking a lock per
+/// write and around each call, as a thread-safe bus does, shows what the
+/// lock adds to it (its fetches then cannot overlap across writes).
 func runScale(_ s: Settings) throws -> [BenchResult] {
   let sizes = s.quick ? [10, 1_000, 100_000] : [10, 1_000, 100_000, 1_000_000]
   let keys = (0..<sizes.max()!).map { "model.item\($0).value" }
