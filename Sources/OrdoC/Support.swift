@@ -313,9 +313,9 @@ private let maxKeptBuffer = 1 << 16
 /// destroy function, and the trampoline that calls the callback with an
 /// `ordo_notification`. The core holds it through the callback closure.
 final class CContract: @unchecked Sendable {
-  // What a call reads: these fields, first (in the 48 bytes after the
+  // What a call reads: these fields, first (in the 40 bytes after the
   // object header), in one cache line or two; it writes one small block
-  // (`call`). Spread over the object, a call read up to three lines of it
+  // (`single`). Spread over the object, a call read up to three lines of it
   // (callgrind's cache simulation of `ordo-c-bench 100000` with `scale`).
   // The block is only written: with the callback and the user data in it,
   // the call's reads waited for one fetch after another, and the commit of
@@ -337,7 +337,7 @@ final class CContract: @unchecked Sendable {
   /// waits for no fetch of it. A contract's calls never nest (the core
   /// calls a contract once per pass, and passes do not nest), so one block
   /// per contract is enough.
-  private let call: UnsafeMutablePointer<CallBlock>
+  private let single: UnsafeMutablePointer<CallBlock>
 
   let destroy: (@convention(c) (UnsafeMutableRawPointer?) -> Void)?
   /// The bus, unretained: the core bus (and so this contract) never
@@ -356,7 +356,7 @@ final class CContract: @unchecked Sendable {
   private var bufferSize = 0
   private var bufferBusy = false
 
-  /// ``call``'s layout: the notification first, so that the block's
+  /// ``single``'s layout: the notification first, so that the block's
   /// address is the notification's.
   struct CallBlock {
     var note: ordo_notification
@@ -371,16 +371,16 @@ final class CContract: @unchecked Sendable {
     self.destroy = destroy
     precondition(MemoryLayout<CallBlock>.offset(of: \CallBlock.note) == 0)
     let raw = UnsafeMutableRawPointer.allocate(byteCount: MemoryLayout<CallBlock>.size, alignment: MemoryLayout<CallBlock>.alignment)
-    call = raw.bindMemory(to: CallBlock.self, capacity: 1)
-    call.initialize(to: CallBlock(note: ordo_notification(txn: 0, contract: 0, changed: nil, n_changed: 1), changed: (nil, nil)))
+    single = raw.bindMemory(to: CallBlock.self, capacity: 1)
+    single.initialize(to: CallBlock(note: ordo_notification(txn: 0, contract: 0, changed: nil, n_changed: 1), changed: (nil, nil)))
     let changed = raw + MemoryLayout<CallBlock>.offset(of: \CallBlock.changed)!
-    call.pointee.note.changed = UnsafePointer(changed.assumingMemoryBound(to: UnsafePointer<CChar>?.self))
+    single.pointee.note.changed = UnsafePointer(changed.assumingMemoryBound(to: UnsafePointer<CChar>?.self))
   }
 
   deinit {
     free(buffer)
-    call.deinitialize(count: 1)
-    UnsafeMutableRawPointer(call).deallocate()
+    single.deinitialize(count: 1)
+    UnsafeMutableRawPointer(single).deallocate()
   }
 
   /// Whether destroy is due now (gone, not running) and not yet taken; takes
@@ -435,7 +435,7 @@ final class CContract: @unchecked Sendable {
     assert(running == 1, "a C contract's calls nest")
     let changed = note.changed
     if let k = changed.onlyKeypathCString {
-      let b = call
+      let b = single
       b.pointee.changed.0 = k
       b.pointee.note.txn = note.transaction
       b.pointee.note.contract = note.contract
