@@ -10,9 +10,11 @@
 /// ```
 ///
 /// A handle is valid for its bus's lifetime and keeps neither the bus nor
-/// anything else alive (a contract's callback may capture it without a
+/// any contract alive (a contract's callback may capture it without a
 /// retain cycle). Using it on another bus is
-/// ``OrdoError/Code/invalidArgument``.
+/// ``OrdoError/Code/invalidArgument``. A handle that outlives its bus still
+/// names its keypath: until the last such handle or ``Property`` goes, the
+/// bus's resolved keypaths stay in memory.
 public struct Handle: @unchecked Sendable, Hashable, CustomStringConvertible {
   // Two words, one reference count, as a ``Property``: the bus's link
   // (retained) and the keypath's node, not retained. The store keeps a
