@@ -61,7 +61,17 @@ final class MinimalDispatcher {
   private let locked: Bool
   private let word = Atomic<UInt32>(0)
 
-  init(locked: Bool = false) { self.locked = locked }
+  /// Bytes allocated after each keypath object, so that consecutive
+  /// keypaths lie as far apart as the bus's key nodes do (0: packed).
+  private let spacing: Int
+  private var padding: [UnsafeMutableRawPointer] = []
+
+  init(locked: Bool = false, spacing: Int = 0) {
+    self.locked = locked
+    self.spacing = spacing
+  }
+
+  deinit { for p in padding { p.deallocate() } }
 
   @inline(__always) private func lock() {
     while !word.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged {}
@@ -75,7 +85,10 @@ final class MinimalDispatcher {
   /// Makes the keypath objects of the contracts registered since the last
   /// call (the bus makes its keypaths when they are first set).
   func prefill() {
-    while keypaths.count < contracts.count { keypaths.append(Keypath(contracts[keypaths.count])) }
+    while keypaths.count < contracts.count {
+      keypaths.append(Keypath(contracts[keypaths.count]))
+      if spacing > 0 { padding.append(.allocate(byteCount: spacing, alignment: 16)) }
+    }
   }
 
   func set(_ i: Int, _ value: Int64) {
@@ -166,7 +179,9 @@ func commitGroup(_ bus: Bus, _ keys: [String], _ first: Int, _ value: inout Int6
 /// dispatcher at this size and at 10 gives the floor that memory latency
 /// alone sets for the spread ratio; the same dispatcher taking a lock per
 /// write and around each call, as a thread-safe bus does, shows what the
-/// lock adds to it (its fetches then cannot overlap across writes).
+/// lock adds to it (its fetches then cannot overlap across writes), and
+/// the locked one with its keypaths as far apart as the bus's key nodes
+/// what the bus's density costs.
 func runScale(_ s: Settings) throws -> [BenchResult] {
   let sizes = s.quick ? [10, 1_000, 100_000] : [10, 1_000, 100_000, 1_000_000]
   let keys = (0..<sizes.max()!).map { "model.item\($0).value" }
@@ -187,6 +202,12 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
   let minimal = MinimalDispatcher()
   let minBase = MinimalDispatcher()
   let lockedMinimal = MinimalDispatcher(locked: true)
+  // Locked, with its keypath objects as far apart as the bus's key nodes:
+  // in this scenario consecutive keypaths' nodes lie 688 bytes apart (a
+  // node, its key's storage, its segment ids, its parent node and theirs;
+  // measured, docs/performance.md); a keypath object and its padding take
+  // 48 + 624 + 16 bytes of the heap.
+  let sparseMinimal = MinimalDispatcher(locked: true, spacing: 624)
   let lockedMinBase = MinimalDispatcher(locked: true)
   for _ in 0..<10 {
     minBase.register { minSink.calls &+= 1 }
@@ -213,6 +234,7 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
       scan.register(name: "c\(i)", reads: [keys[i]]) { scanSink.calls &+= 1 }
       minimal.register { minSink.calls &+= 1 }
       lockedMinimal.register { minSink.calls &+= 1 }
+      sparseMinimal.register { minSink.calls &+= 1 }
       registered += 1
     }
     // Every keypath holds a value before the measurement, as in a model
@@ -223,6 +245,7 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
     scan.commit()
     minimal.prefill()
     lockedMinimal.prefill()
+    sparseMinimal.prefill()
     for k in keys[prefilled..<n] {
       let h = try big.resolve(k)
       handles.append(h)
@@ -234,6 +257,7 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
     var scanRng = SplitMix(state: UInt64(n) &+ 7)
     var minRng = SplitMix(state: UInt64(n) &+ 13)
     var lockedRng = SplitMix(state: UInt64(n) &+ 23)
+    var sparseRng = SplitMix(state: UInt64(n) &+ 29)
     // Independent draws: with one seed, and the same calibration, the typed
     // variant would commit the very groups the handle variant just did
     // (in cache), right after it in each round.
@@ -288,6 +312,9 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
     let lockedMinVariant = Variant("minimal-dispatch-locked") { ops in
       timedCommits(ops, &minCommits) { lockedMinimal.commitGroup(lockedRng.below(groups) * 10, &minValue) }
     }
+    let sparseMinVariant = Variant("minimal-dispatch-sparse") { ops in
+      timedCommits(ops, &minCommits) { sparseMinimal.commitGroup(sparseRng.below(groups) * 10, &minValue) }
+    }
     let lockedMinBaseVariant = Variant("minimal-dispatch-locked-10") { ops in
       timedCommits(ops, &minCommits) { lockedMinBase.commitGroup(0, &minBaseValue) }
     }
@@ -297,7 +324,7 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
       ? [ordoVariant, handleVariant, typedVariant, scanVariant]
       : [
         ordoVariant, handleVariant, typedVariant, sameVariant, baseVariant, scanVariant, minVariant, minBaseVariant, handleBaseVariant,
-        lockedMinVariant, lockedMinBaseVariant,
+        lockedMinVariant, lockedMinBaseVariant, sparseMinVariant,
       ]
     let m = try measure(variants, s)
     let bigTotal = bigCommits + sameCommits + handleCommits + typedCommits
@@ -348,7 +375,7 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
       h.comparators = [
         ("ordo-handles-10-contracts", m["ordo-handles-10-contracts"]), ("ordo", m["ordo"]), ("minimal-dispatch", m["minimal-dispatch"]),
         ("minimal-dispatch-10", m["minimal-dispatch-10"]), ("minimal-dispatch-locked", m["minimal-dispatch-locked"]),
-        ("minimal-dispatch-locked-10", m["minimal-dispatch-locked-10"]),
+        ("minimal-dispatch-locked-10", m["minimal-dispatch-locked-10"]), ("minimal-dispatch-sparse", m["minimal-dispatch-sparse"]),
       ]
       let hVsBase = m.ratio("ordo-handles", "ordo-handles-10-contracts")
       // The floor of the ratio: the 10-contract commit plus only what
@@ -364,12 +391,18 @@ func runScale(_ s: Settings) throws -> [BenchResult] {
       // writes can then no longer overlap (each waits for the one before).
       let lockedLatency = max(0, m["minimal-dispatch-locked"] - m["minimal-dispatch-locked-10"])
       let lockedFloor = (m["ordo-handles-10-contracts"] + lockedLatency) / m["ordo-handles-10-contracts"]
+      // And with the locked dispatcher's keypaths as far apart as the bus's
+      // key nodes: what the bus's density alone costs.
+      let sparseLatency = max(0, m["minimal-dispatch-sparse"] - m["minimal-dispatch-locked-10"])
+      let sparseFloor = (m["ordo-handles-10-contracts"] + sparseLatency) / m["ordo-handles-10-contracts"]
       h.ratios = [
         ("vs ordo-handles-10-contracts", hVsBase), ("strings vs handles", m.ratio("ordo", "ordo-handles")),
         ("minimal-dispatch vs minimal-dispatch-10", m.ratio("minimal-dispatch", "minimal-dispatch-10")),
         ("floor: ordo-handles-10-contracts + minimal-dispatch's growth", floor),
         ("minimal-dispatch-locked vs minimal-dispatch-locked-10", m.ratio("minimal-dispatch-locked", "minimal-dispatch-locked-10")),
         ("floor: ordo-handles-10-contracts + minimal-dispatch-locked's growth", lockedFloor),
+        ("minimal-dispatch-sparse vs minimal-dispatch-locked-10", m.ratio("minimal-dispatch-sparse", "minimal-dispatch-locked-10")),
+        ("floor: ordo-handles-10-contracts + minimal-dispatch-sparse's growth", sparseFloor),
       ]
       if n == 100_000 {
         h.target = "vs ordo-handles-10-contracts <= 2"
