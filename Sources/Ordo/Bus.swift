@@ -1,4 +1,3 @@
-import Synchronization
 
 /// A change-notification bus: a store of values addressed by keypaths, with
 /// change counters, write transactions and contracts that are called once per

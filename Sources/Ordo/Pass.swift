@@ -341,12 +341,21 @@ final class PassRunner {
   /// out of line.
   @inline(__always)
   private func prepare(_ note: inout ContractNotification, for c: ContractState) -> Bool {
-    if c.kind != .everyTransaction, case .one(let u) = c.triggers {
-      guard isChanged(u) else { return false }
-      note.prepare(c.id, node: u)
-      return true
+    let keys: ChangedKeypaths
+    if c.kind == .everyTransaction {
+      keys = ChangedKeypaths(changedKeys())
+    } else {
+      switch c.triggers {
+      case .one(let u):
+        guard isChanged(u) else { return false }
+        note.prepare(c.id, node: u)
+        return true
+      case .none:
+        keys = []
+      case .many(let list):
+        keys = changedKeypaths(of: list)
+      }
     }
-    let keys = otherChangedKeypaths(for: c)
     note.prepare(c.id, keypaths: keys)
     return !keys.isEmpty
   }
@@ -360,31 +369,17 @@ final class PassRunner {
     }
   }
 
-  private func otherChangedKeypaths(for c: ContractState) -> ChangedKeypaths {
-    if c.kind == .everyTransaction {
-      var keys: [String] = []
-      for i in 0..<journal.count where journal[i].written && journal.isChanged(i) {
-        keys.append(journal[i].node.with { $0.key })
-      }
-      return ChangedKeypaths(keys)
+  /// The keypaths of several triggers that still count as changed, each
+  /// once, in the order they scheduled.
+  private func changedKeypaths(of list: [KeyNode]) -> ChangedKeypaths {
+    markSerial &+= 1
+    var keys: [String] = []
+    for n in list {
+      guard let i = journal.index(n), journal[i].mark != markSerial else { continue }
+      journal[i].mark = markSerial
+      if journal.isChanged(i) { keys.append(n.key) }
     }
-    switch c.triggers {
-    case .none:
-      return []
-    case .one(let u):
-      // Not reached from ``prepare(_:for:)``, which names a single
-      // trigger by its node; kept correct rather than trapping.
-      return isChanged(u) ? ChangedKeypaths([u.with { $0.key }]) : []
-    case .many(let list):
-      markSerial &+= 1
-      var keys: [String] = []
-      for n in list {
-        guard let i = journal.index(n), journal[i].mark != markSerial else { continue }
-        journal[i].mark = markSerial
-        if journal.isChanged(i) { keys.append(n.key) }
-      }
-      return ChangedKeypaths(keys)
-    }
+    return ChangedKeypaths(keys)
   }
 
   /// A call recorded in the trace.
