@@ -60,6 +60,9 @@ def main():
         with ordo.Client() as other:
             txn = other.commit({"user.name": "  Ada   LOVELACE "})
             value, counter = other.get("user.name")
+        # Our thread counts its Complete when the reply reaches it, which can
+        # be after the other connection's Commit returned: stop() waits for it.
+        bus.stop()
         for t, writes in done:
             print(f"completed txn={t} writes={ {k: to_variant(v) for k, v in writes.items()} }", flush=True)
         print(f"committed txn={txn}; user.name={value!r} counter={counter}", flush=True)

@@ -198,6 +198,10 @@ def test_writer_answers_complete_and_later_contracts_see_its_writes(env, client)
         assert note.values == {"user.name": "ada lovelace"}
         assert other.get("user.name") == ("ada lovelace", 1)
         assert [(n.txn, n.changed, n.kind) for n in seen] == [(1, ("user.name",), "notify")]
+        # The writer counts its Complete when the reply reaches its own
+        # thread, which may come after the other client's Commit returns:
+        # stopping the thread waits for it.
+        client.stop()
         assert (normalize.calls, normalize.completed, normalize.refused) == (1, 1, 0)
         stats = other.stats()
         assert stats["completes"] == 1 and stats["timeouts"] == 0
