@@ -266,7 +266,7 @@ public final class Bus: @unchecked Sendable {
     gate.lock.lock()
     defer { gate.lock.unlock() }
     guard let n = store.existing(utf8: UnsafeRawBufferPointer(keypath)) else { return false }
-    try write(.node(Unretained(n)), .set(value))
+    try write(.node(n._withUnsafeGuaranteedRef { $0.ref }), .set(value))
     return true
   }
 
@@ -341,19 +341,18 @@ public final class Bus: @unchecked Sendable {
   /// Lock held.
   @inline(__always)
   private func apply(_ t: Target, _ op: WriteOp, _ access: WriteAccess) {
-    store.node(t).with { n in
-      guard case .contract(let c) = access else {
-        _ = store.apply(n, op, writer: nil)
-        return
-      }
-      if gate.inPass {
-        passes.recorder?.wrote(n.key)
-        if store.apply(n, op, writer: 0) { passes.scheduleReaders(of: n, after: c) }
-      } else {
-        // An initial call inside an open transaction: remembered, so that
-        // its own writes do not schedule it in that transaction's pass.
-        _ = store.apply(n, op, writer: c.id)
-      }
+    let n = store.node(t)
+    guard case .contract(let c) = access else {
+      _ = store.apply(n, op, writer: nil)
+      return
+    }
+    if gate.inPass {
+      if let r = passes.recorder { r.wrote(n.with { $0.key }) }
+      if store.apply(n, op, writer: 0) { passes.scheduleReaders(of: n, after: c) }
+    } else {
+      // An initial call inside an open transaction: remembered, so that
+      // its own writes do not schedule it in that transaction's pass.
+      _ = store.apply(n, op, writer: c.id)
     }
   }
 
@@ -411,7 +410,7 @@ public final class Bus: @unchecked Sendable {
   private func readable(_ keypath: String) throws(OrdoError) -> KeyNode? {
     let t = try store.target(keypath)
     if let c = gate.reader { try Rules.checkRead(c, keypath, t.ids, contractGraph) }
-    if case .node(let n) = t { return n.object }
+    if case .node(let n) = t { return n.node }
     return nil
   }
 

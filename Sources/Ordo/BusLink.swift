@@ -81,7 +81,7 @@ final class BusLink: @unchecked Sendable {
   /// A write to a property's node (see ``set(_:_:)``).
   @inline(__always)
   func write(_ node: UnsafeRawPointer, _ op: WriteOp) throws(OrdoError) {
-    let n = Unmanaged<KeyNode>.fromOpaque(node)
+    let n = NodeRef(property: node)
     guard let ref else { throw BusLink.gone(property: n) }
     var failure: OrdoError?
     ref._withUnsafeGuaranteedRef { bus in
@@ -92,8 +92,8 @@ final class BusLink: @unchecked Sendable {
 
   /// ``gone(_:)`` for the property of `node`.
   @inline(never)
-  static func gone(property node: Unmanaged<KeyNode>) -> OrdoError {
-    gone("property \"\(node.takeUnretainedValue().key)\"")
+  static func gone(property node: NodeRef) -> OrdoError {
+    gone("property \"\(node.node.key)\"")
   }
 
   static func gone(_ what: String) -> OrdoError {

@@ -53,7 +53,7 @@ public struct ContractNotification: Sendable, Hashable {
   /// Readies a pass's reused notification for a call of `contract` told of
   /// the one keypath of `node`: no reference count changes.
   @inline(__always)
-  mutating func prepare(_ contract: ContractID, node: Unretained<KeyNode>) {
+  mutating func prepare(_ contract: ContractID, node: NodeRef) {
     self.contract = contract
     changed.setNode(node)
   }
@@ -83,7 +83,7 @@ public struct ChangedKeypaths: RandomAccessCollection, Hashable, @unchecked Send
   // and tests the other, where replacing an enum case calls its outlined
   // destroy (8 instructions more per call). At most one is set.
   /// The single keypath's node, or nil.
-  private var node: Unretained<KeyNode>?
+  private var node: NodeRef?
   /// Several keypaths (or a single one not named by its node), or nil.
   private var list: [String]?
   /// The store's root when ``node`` may be set; nil otherwise.
@@ -104,9 +104,9 @@ public struct ChangedKeypaths: RandomAccessCollection, Hashable, @unchecked Send
   /// Names one keypath by its node, which `keeper` owns; marks the node
   /// named, so that the store never prunes it. Lock held.
   @inline(__always)
-  mutating func setNode(_ node: Unretained<KeyNode>) {
+  mutating func setNode(_ node: NodeRef) {
     assert(keeper != nil, "a node named without the store's root")
-    node.with { $0.named = true }
+    node.state.pointee.named = true
     if list != nil { list = nil }
     self.node = node
   }
@@ -144,7 +144,7 @@ public struct ChangedKeypaths: RandomAccessCollection, Hashable, @unchecked Send
   /// key node makes the C string once, the first time it is asked.
   /// Only on the thread that runs the pass (the one that calls contracts).
   package var onlyKeypathCString: UnsafePointer<CChar>? {
-    node?.with { $0.cKey }
+    node?.cKey
   }
 
   /// Equal when they hold the same keypaths in the same order.

@@ -18,8 +18,16 @@ final class ContractGraph {
   @exclusivity(unchecked) private(set) var everyTransaction: [ContractState] = []
   private(set) var nextID: ContractID = 1
   /// Bumped by every registration and unregistration: node reader caches of
-  /// older generations are stale.
-  private var generation: UInt64 = 0
+  /// older generations are stale. Set by tests only to reach the wrap.
+  internal private(set) var generation: UInt32 = 0
+
+  /// Moves the generation to `g`, as that many registration changes would
+  /// (for tests of the wrap; every cache is stale afterwards, as it would
+  /// be).
+  func skipGenerations(to g: UInt32) {
+    precondition(g > generation && g < NodeSlab.released, "a later generation that a graph can have")
+    generation = g
+  }
   /// Level changes made during a pass, applied when it ends (SPEC §5).
   @exclusivity(unchecked) private var deferredLevelSeeds: [ContractState] = []
 
@@ -38,31 +46,45 @@ final class ContractGraph {
   /// The contracts whose read sets a write to `n` affects, each once.
   /// Cached on the node until the next registration or unregistration.
   @inline(__always)
-  func readers(_ n: KeyNode) -> Readers {
-    if n.readersGeneration == generation { return n.readers }
+  func readers(_ n: NodeRef) -> Readers {
+    if n.state.pointee.readersGeneration == generation { return n.state.pointee.readers }
     return rebuildReaders(n)
   }
 
-  /// Makes `n`'s reader cache current (then read ``KeyNode/readers`` in
+  /// Makes `n`'s reader cache current (then read ``NodeState/readers`` in
   /// place, without a copy).
   @inline(__always)
-  func refreshReaders(_ n: KeyNode) {
-    if n.readersGeneration != generation { _ = rebuildReaders(n) }
+  func refreshReaders(_ n: NodeRef) {
+    if n.state.pointee.readersGeneration != generation { _ = rebuildReaders(n) }
   }
 
-  private func rebuildReaders(_ n: KeyNode) -> Readers {
+  private func rebuildReaders(_ n: NodeRef) -> Readers {
     var list: [ContractState] = []
-    readIndex.forEachReader(affectedBy: n.ids) { list.append($0) }
-    n.readers = Readers(ContractGraph.unique(list))
-    n.readersGeneration = generation
-    return n.readers
+    n.with { readIndex.forEachReader(affectedBy: $0.ids) { list.append($0) } }
+    let readers = Readers(ContractGraph.unique(list))
+    n.state.pointee.readers = readers
+    n.state.pointee.readersGeneration = generation
+    return readers
+  }
+
+  /// Makes every reader cache stale: after a registration change, the next
+  /// generation. A generation is 32 bits, to fit a node's state in a cache
+  /// line; when it would reach a value reserved for "none", every node's
+  /// cache is marked stale first, so that no old stamp can match again.
+  private func nextGeneration() {
+    if generation == NodeSlab.released - 1 {
+      store.root.forEachInSubtree { $0.ref.state.pointee.readersGeneration = NodeState.noGeneration }
+      generation = 0
+    } else {
+      generation += 1
+    }
   }
 
   /// The contracts whose read sets a write to a target affects (a target
   /// the store does not have yet has no cache).
   func forEachReader(affectedBy t: Target, _ body: (ContractState) -> Void) {
     switch t {
-    case .node(let n): n.with { readers($0).forEach(body) }
+    case .node(let n): readers(n).forEach(body)
     case .new(_, _, let ids): readIndex.forEachReader(affectedBy: ids, body)
     }
   }
@@ -248,7 +270,7 @@ final class ContractGraph {
     byName.insert(c)
     for r in c.reads { readIndex.insert(r, c) }
     for w in c.writes { writeIndex.insert(w, c) }
-    generation += 1
+    nextGeneration()
     if c.kind == .everyTransaction { everyTransaction.append(c) }
     if c.isData { propagateLevels(downstream(c), inPass: deferLevels) }
   }
@@ -263,7 +285,7 @@ final class ContractGraph {
     byName.remove(c)
     for r in c.reads { readIndex.remove(r, c) }
     for w in c.writes { writeIndex.remove(w, c) }
-    generation += 1
+    nextGeneration()
     if c.kind == .everyTransaction { everyTransaction.removeAll { $0 === c } }
     c.registered = false
     // A contract scheduled in the running pass holds its trigger nodes:

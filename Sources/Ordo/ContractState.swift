@@ -2,15 +2,15 @@
 /// (those a pass touches), and kept few: 120 bytes with the object header,
 /// one 128-byte block.
 final class ContractState {
-  // The fields a pass touches come first, in the 64 bytes after the object
+  // The fields a pass touches come first, in the 72 bytes after the object
   // header, ordered so that the scheduling at the start of a pass touches
   // every cache line of them: its loop takes no lock, so the memory
   // fetches of the 10 contracts a commit reaches out of cache overlap
   // there, and their calls then find them in cache. A call's own fields
   // (callback, statistics) lie between the fields scheduling reads and
-  // writes: `id`, `rank`, the flags and `triggers` at the start, the
-  // serials at the end; whatever the block's alignment, each of its lines
-  // holds one of them. (Called after the lock is taken back, with the
+  // writes: `id`, `rank`, the flags, `triggers` and `scheduledSerial` at
+  // the start, `calledSerial` at the end, 68 bytes apart: whatever the
+  // block's alignment, each of its two lines holds one of them. (Called after the lock is taken back, with the
   // statistics in a line of their own, the fetch waited in every call:
   // `ordo-bench --only scale`, scale-100000-handles.)
   /// Also the registration order (ids only grow).
@@ -22,8 +22,12 @@ final class ContractState {
   var initialPending = false
   /// Its callback runs now (a contract's calls never nest).
   var running = false
-  /// The written keypaths that scheduled it in this pass.
+  /// The written keypaths that scheduled it in this pass. Nine bytes (a
+  /// trigger names a node's state, a pointer without spare bits, so the
+  /// enum needs a tag byte): ``scheduledSerial`` fills the rest of its 16.
   var triggers = Triggers.none
+  // Per-pass bookkeeping; `serial` identifies the pass.
+  var scheduledSerial: UInt32 = 0
   // Statistics.
   var calls: UInt64 = 0
   /// A constant, so that a pass calls it borrowed, without a retain and a
@@ -34,8 +38,6 @@ final class ContractState {
   /// retains a contract.
   let callback: ContractCallback
   var lastTransaction: UInt64 = 0
-  // Per-pass bookkeeping; `serial` identifies the pass.
-  var scheduledSerial: UInt32 = 0
   var calledSerial: UInt32 = 0
 
   // Statistics, cold.
@@ -99,19 +101,20 @@ final class ContractState {
   }
 
   @inline(__always)
-  func addTrigger(_ n: KeyNode) {
+  func addTrigger(_ n: NodeRef) {
     if case .none = triggers {
-      triggers = .one(Unretained(n))
+      triggers = .one(n)
       return
     }
     addAnotherTrigger(n)
   }
 
-  private func addAnotherTrigger(_ n: KeyNode) {
+  private func addAnotherTrigger(_ r: NodeRef) {
     switch triggers {
-    case .none: triggers = .one(Unretained(n))
-    case .one(let first): if !first.names(n) { triggers = .many([first.object, n]) }
+    case .none: triggers = .one(r)
+    case .one(let first): if !NodeRef.same(first, r) { triggers = .many([first.node, r.node]) }
     case .many(var list):
+      let n = r.node
       guard list.last !== n else { return }
       triggers = .none  // keep `list` unique while it grows
       list.append(n)
@@ -126,7 +129,7 @@ final class ContractState {
 /// is scheduled again, unread).
 enum Triggers {
   case none
-  case one(Unretained<KeyNode>)
+  case one(NodeRef)
   case many([KeyNode])
 }
 

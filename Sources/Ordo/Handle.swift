@@ -29,15 +29,15 @@ public struct Handle: @unchecked Sendable, Hashable, CustomStringConvertible {
   // mutable state is only touched with its bus's lock held; its key and
   // ids never change.
   let link: BusLink
-  let unretainedNode: Unretained<KeyNode>
+  let ref: NodeRef
 
   init(node: KeyNode, link: BusLink) {
     self.link = link
-    unretainedNode = Unretained(node)
+    ref = node.ref
   }
 
   /// The node, alive as long as the handle (see above).
-  var node: KeyNode { unretainedNode.object }
+  var node: KeyNode { ref.node }
 
   /// The keypath.
   public var keypath: String { node.key }
@@ -45,9 +45,9 @@ public struct Handle: @unchecked Sendable, Hashable, CustomStringConvertible {
   public var description: String { node.key }
 
   /// Handles are equal when they name the same keypath of the same bus.
-  public static func == (a: Handle, b: Handle) -> Bool { Unretained.same(a.unretainedNode, b.unretainedNode) }
+  public static func == (a: Handle, b: Handle) -> Bool { NodeRef.same(a.ref, b.ref) }
   /// Hashes the node's identity.
-  public func hash(into h: inout Hasher) { h.combine(unretainedNode.address) }
+  public func hash(into h: inout Hasher) { h.combine(UnsafeRawPointer(ref.state)) }
 }
 
 extension Bus {
@@ -66,13 +66,14 @@ extension Bus {
     return Handle(node: node, link: link)
   }
 
-  /// The handle's node, if the handle belongs to this bus. Lock held.
+  /// The handle's node (by its state), if the handle belongs to this bus.
+  /// Lock held.
   @inline(__always)
-  private func node(_ h: Handle) throws(OrdoError) -> KeyNode {
+  private func ref(_ h: Handle) throws(OrdoError) -> NodeRef {
     guard h.link === link else {
       throw OrdoError(.invalidArgument, "the handle of \"\(h.node.key)\" belongs to another bus")
     }
-    return h.node
+    return h.ref
   }
 
   /// Sets the value of the handle's keypath. Throws like ``set(_:_:)``, and
@@ -80,7 +81,7 @@ extension Bus {
   public func set(_ handle: Handle, _ value: Value) throws(OrdoError) {
     gate.lock.lock()
     defer { gate.lock.unlock() }
-    try write(.node(Unretained(node(handle))), .set(value))
+    try write(.node(ref(handle)), .set(value))
   }
 
   /// Marks the handle's keypath changed without a value. Throws like
@@ -88,7 +89,7 @@ extension Bus {
   public func touch(_ handle: Handle) throws(OrdoError) {
     gate.lock.lock()
     defer { gate.lock.unlock() }
-    try write(.node(Unretained(node(handle))), .touch)
+    try write(.node(ref(handle)), .touch)
   }
 
   /// Removes the value of the handle's keypath. Throws like
@@ -96,7 +97,7 @@ extension Bus {
   public func remove(_ handle: Handle) throws(OrdoError) {
     gate.lock.lock()
     defer { gate.lock.unlock() }
-    try write(.node(Unretained(node(handle))), .remove)
+    try write(.node(ref(handle)), .remove)
   }
 
   /// Removes the values of the handle's keypath and its descendants. Throws
@@ -104,14 +105,14 @@ extension Bus {
   public func removeTree(_ handle: Handle) throws(OrdoError) {
     gate.lock.lock()
     defer { gate.lock.unlock() }
-    try write(.node(Unretained(node(handle))), .removeTree)
+    try write(.node(ref(handle)), .removeTree)
   }
 
   /// The value of the handle's keypath, or nil. Read like ``value(_:)``.
   public func value(_ handle: Handle) throws(OrdoError) -> Value? {
     gate.lock.lock()
     defer { gate.lock.unlock() }
-    let n = try readable(node(handle))
+    let n = try readable(ref(handle).node)
     return store.value(n, own: gate.isOwner)
   }
 
@@ -127,7 +128,7 @@ extension Bus {
   public func counter(_ handle: Handle) throws(OrdoError) -> UInt64 {
     gate.lock.lock()
     defer { gate.lock.unlock() }
-    return try readable(node(handle)).counter
+    return try readable(ref(handle).node).counter
   }
 
   /// Applies the running callback's read rule to a node. Lock held.

@@ -12,7 +12,7 @@ final class Journal {
   struct Record {
     /// Not retained: the node is in the store's tree, or in ``created``,
     /// until ``reset()`` drops the records.
-    let node: Unretained<KeyNode>
+    let node: NodeRef
     /// The node's value at the start of the transaction, once saved (it is
     /// saved by the first write that alters it).
     var original = PackedValue(kind: .none)
@@ -35,7 +35,7 @@ final class Journal {
     /// Marks the record once per changed list being built.
     var mark: UInt32 = 0
 
-    init(node: KeyNode) { self.node = Unretained(node) }
+    init(node: NodeRef) { self.node = node }
   }
 
   /// The rare parts of a record, kept apart so that a record holds no
@@ -85,8 +85,9 @@ final class Journal {
 
   /// The index of the node's record in this transaction, if it has one.
   @inline(__always)
-  func index(_ n: KeyNode) -> Int? {
-    n.journalStamp >> 32 == UInt64(serial) ? Int(truncatingIfNeeded: n.journalStamp & 0xFFFF_FFFF) : nil
+  func index(_ r: NodeRef) -> Int? {
+    let stamp = r.state.pointee.journalStamp
+    return stamp >> 32 == UInt64(serial) ? Int(truncatingIfNeeded: stamp & 0xFFFF_FFFF) : nil
   }
 
   /// The start value of record `i`'s node (nil when it held none, or when
@@ -101,8 +102,9 @@ final class Journal {
   /// Saves a node's value: a scalar as it is packed, a string or bytes in
   /// ``originals``.
   @inline(__always)
-  private func save(_ n: KeyNode) -> PackedValue {
-    guard n.packed.kind == .boxed, let boxed = n.boxed else { return n.packed }
+  private func save(_ r: NodeRef) -> PackedValue {
+    let p = r.state.pointee.packed
+    guard p.kind == .boxed, let boxed = r.with({ $0.boxed }) else { return p }
     originals.append(boxed)
     return PackedValue(kind: .boxed, bits: UInt64(originals.count - 1))
   }
@@ -153,7 +155,7 @@ final class Journal {
   /// index. A write that alters the node's value calls ``altering(_:to:)``
   /// first and ``altered(_:to:)`` after.
   @inline(__always)
-  func write(_ n: KeyNode, external: Bool, ownValue: Bool, touched: Bool, asKeypath: Bool = true) -> Int {
+  func write(_ n: NodeRef, external: Bool, ownValue: Bool, touched: Bool, asKeypath: Bool = true) -> Int {
     if let i = index(n) {
       if asKeypath { records[i].written = true }
       if external { records[i].external = true }
@@ -167,14 +169,14 @@ final class Journal {
     r.ownValue = ownValue
     r.touched = touched
     let i = records.append(r)
-    n.journalStamp = UInt64(serial) << 32 | UInt64(i)
+    n.state.pointee.journalStamp = UInt64(serial) << 32 | UInt64(i)
     return i
   }
 
   /// Before a write alters the value of record `i`'s node: saves that value
   /// as the start value when it is not saved yet.
   @inline(__always)
-  func altering(_ i: Int, from n: KeyNode) {
+  func altering(_ i: Int, from n: NodeRef) {
     if !records[i].hasOriginal { records[i].original = save(n) }
   }
 
@@ -222,7 +224,7 @@ final class Journal {
   /// The value as at the start of the transaction.
   @inline(__always)
   func committedValue(_ n: KeyNode) -> Value? {
-    if let i = index(n), records[i].hasOriginal { return value(of: records[i].original) }
+    if let i = index(n.ref), records[i].hasOriginal { return value(of: records[i].original) }
     return n.value
   }
 

@@ -150,7 +150,7 @@ final class PassRunner {
   @inline(__always)
   private func forEachReader(changedBy i: Int, _ body: (ContractState) -> Void) {
     if !journal[i].hasLists || journal.removed(i).isEmpty || journal.ownChange(i) {
-      journal[i].node.with { graph.readers($0).forEach(body) }
+      graph.readers(journal[i].node).forEach(body)
       return
     }
     for j in journal.removed(i) where journal.netChanged(Int(j)) {
@@ -165,13 +165,13 @@ final class PassRunner {
   @inline(__always)
   private func scheduleReaders(changedBy i: Int, skip: ContractID) {
     if journal[i].hasLists { return scheduleReadersWithLists(changedBy: i, skip: skip) }
-    journal[i].node.with { n in
-      graph.refreshReaders(n)
-      if let r = n.readers.one {
-        r.with { c in if due(c, skip) { trigger(c, by: n) } }
-      } else if !n.readers.many.isEmpty {
-        for r in n.readers.many { r.with { c in if due(c, skip) { trigger(c, by: n) } } }
-      }
+    // The node's state only (its line in the slab), not its object.
+    let n = journal[i].node
+    graph.refreshReaders(n)
+    switch n.state.pointee.readers {
+    case .none: break
+    case .one(let r): r.with { c in if due(c, skip) { trigger(c, by: n) } }
+    case .many(let list): for r in list { r.with { c in if due(c, skip) { trigger(c, by: n) } } }
     }
   }
 
@@ -184,11 +184,11 @@ final class PassRunner {
     if !journal.removed(i).isEmpty && !journal.ownChange(i) {
       forEachReader(changedBy: i) { c in
         guard due(c, skip) else { return }
-        node.with { trigger(c, by: $0) }
+        trigger(c, by: node)
       }
       return
     }
-    node.with { n in graph.readers(n).forEach { c in if due(c, skip) { trigger(c, by: n) } } }
+    graph.readers(node).forEach { c in if due(c, skip) { trigger(c, by: node) } }
   }
 
   /// Whether a reader of a change is scheduled at the start of the pass:
@@ -200,7 +200,7 @@ final class PassRunner {
 
   /// Schedules, later in the pass, the contracts a write by the running
   /// contract `after` affects. Lock held.
-  func scheduleReaders(of n: KeyNode, after: ContractState) {
+  func scheduleReaders(of n: NodeRef, after: ContractState) {
     guard let i = journal.index(n) else { return }
     let afterKey = after.key
     forEachReader(changedBy: i) { r in
@@ -220,7 +220,7 @@ final class PassRunner {
 
   /// Schedules `c` (if it is not yet) for a write to `n`.
   @inline(__always)
-  private func trigger(_ c: ContractState, by n: KeyNode) {
+  private func trigger(_ c: ContractState, by n: NodeRef) {
     enqueue(c)
     c.addTrigger(n)
   }
@@ -362,11 +362,9 @@ final class PassRunner {
 
   /// Whether the keypath of a trigger still counts as changed.
   @inline(__always)
-  private func isChanged(_ trigger: Unretained<KeyNode>) -> Bool {
-    trigger.with { n in
-      guard let i = journal.index(n) else { return false }
-      return journal.isChanged(i)
-    }
+  private func isChanged(_ trigger: NodeRef) -> Bool {
+    guard let i = journal.index(trigger) else { return false }
+    return journal.isChanged(i)
   }
 
   /// The keypaths of several triggers that still count as changed, each
@@ -375,7 +373,7 @@ final class PassRunner {
     markSerial &+= 1
     var keys: [String] = []
     for n in list {
-      guard let i = journal.index(n), journal[i].mark != markSerial else { continue }
+      guard let i = journal.index(n.ref), journal[i].mark != markSerial else { continue }
       journal[i].mark = markSerial
       if journal.isChanged(i) { keys.append(n.key) }
     }

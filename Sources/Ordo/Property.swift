@@ -122,7 +122,7 @@ public struct Property<T: PropertyValue>: @unchecked Sendable, Hashable, CustomS
   @usableFromInline let node: UnsafeRawPointer
 
   init(node: KeyNode, link: BusLink) {
-    self.node = UnsafeRawPointer(Unmanaged.passUnretained(node).toOpaque())
+    self.node = UnsafeRawPointer(node.ref.state)
     self.link = link
   }
 

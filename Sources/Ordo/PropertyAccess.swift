@@ -7,10 +7,10 @@ extension Bus {
   /// check). Inlined into ``BusLink/set(_:_:)``, the one call
   /// ``Property/set(_:)`` makes.
   @inline(__always)
-  func writeProperty(_ node: Unmanaged<KeyNode>, _ op: WriteOp) throws(OrdoError) {
+  func writeProperty(_ node: NodeRef, _ op: WriteOp) throws(OrdoError) {
     gate.lock.lock()
     defer { gate.lock.unlock() }
-    try write(.node(Unretained(node)), op)
+    try write(.node(node), op)
   }
 
   /// A typed property for a resolved (pinned) node of this bus.
@@ -27,5 +27,5 @@ extension Bus {
 extension Property {
   /// The node, as a strong reference for the caller's scope. Alive: the
   /// store keeps it while the bus lives (it is pinned), the link after.
-  var keyNode: KeyNode { Unmanaged<KeyNode>.fromOpaque(node).takeUnretainedValue() }
+  var keyNode: KeyNode { NodeRef(property: node).node }
 }

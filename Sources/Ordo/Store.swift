@@ -1,65 +1,66 @@
-/// One keypath of the store: its value, counter and changed-at, its place in
-/// the tree of keypaths (for `removeTree`, snapshots and changes), and a
-/// cache of the contracts a write to it affects. Transaction state lives in
-/// the ``Journal``; the node keeps only the stamp that finds its record.
+/// One keypath of the store: its place in the tree of keypaths (for
+/// `removeTree`, snapshots and changes), its key and a string or bytes
+/// value. What a write and a pass touch — the value's bits, counter,
+/// changed-at, journal stamp, reader cache — is its ``NodeState``, in a
+/// dense table of its own (see ``NodeSlab``). Transaction state lives in the
+/// ``Journal``; the node keeps only the stamp that finds its record.
 final class KeyNode {
-  // The fields a write through a handle and its pass touch come first,
-  // after the object header (two cache lines at most, where they spanned
-  // up to three): value, flags, journal stamp, the C string, reader cache,
-  // counter, changed-at. A write through a keypath string also reads the
-  // hash and the key, next. (`ordo-bench --only scale`, scale-100000.)
-  /// Its value packed: a scalar inline, a string or bytes in ``boxed``.
-  var packed = PackedValue.absent
-  /// A notification has named it (see ``ChangedKeypaths``): the node stays
-  /// in the store's tree, which the notification's copies keep alive.
-  var named = false
-  /// A ``Handle`` names it: the node stays in the store for the bus's life.
-  var pinned = false
-  /// The journal's serial << 32 | the index of this node's record.
-  var journalStamp: UInt64 = 0
-  /// The key as NUL-terminated UTF-8, for bridges to C (see ``cKey``). Next
-  /// to the journal stamp, which the write reads: a C callback's keypath
-  /// is then in a cache line the write fetched, not in one of its own
-  /// (callgrind's cache simulation of `ordo-c-bench 100000` with `scale`).
-  private var cKeyStorage: UnsafeMutablePointer<CChar>?
-  /// Cache of affected readers, valid for one generation of the contract
-  /// index (see ``ContractGraph/readers(_:)``).
-  var readers = Readers()
-  var readersGeneration: UInt64 = .max
-  /// Committed transactions that changed this keypath (SPEC §2).
-  var counter: UInt64 = 0
-  /// The last committed transaction that changed it (SPEC §10).
-  var changedAt: UInt64 = 0
+  /// Its state, in the slab; valid while the node lives.
+  let ref: NodeRef
   /// The hash of ``key`` (see ``UnretainedTable``).
   let hash: UInt64
   /// The full keypath ("" for the root).
   let key: String
   /// The string or bytes when ``packed`` is boxed, else nil.
   var boxed: Value?
-
-  // Cold.
   /// Its interned segment ids.
   let ids: [UInt32]
   var children: [UInt32: KeyNode] = [:]
+  /// The slab its state lives in (retained: a node may outlive its store).
+  private let slab: NodeSlab
 
-  deinit { cKeyStorage?.deallocate() }
-
-  /// The key as NUL-terminated UTF-8, made the first time it is asked and
-  /// valid while the node lives. Asked only while a pass calls contracts,
-  /// on the thread that runs it (one at a time per bus).
-  var cKey: UnsafePointer<CChar> {
-    if let p = cKeyStorage { return UnsafePointer(p) }
-    let utf8 = Array(key.utf8CString)
-    let p = UnsafeMutablePointer<CChar>.allocate(capacity: utf8.count)
-    p.initialize(from: utf8, count: utf8.count)
-    cKeyStorage = p
-    return UnsafePointer(p)
-  }
-
-  init(key: String, ids: [UInt32], hash: UInt64) {
+  init(key: String, ids: [UInt32], hash: UInt64, slab: NodeSlab) {
     self.key = key
     self.ids = ids
     self.hash = hash
+    self.slab = slab
+    ref = NodeRef(slab.allocate())
+    ref.state.initialize(to: NodeState(node: Unmanaged.passUnretained(self)))
+  }
+
+  deinit { slab.release(ref.state) }
+
+  // The state, by name (the hot paths use ``ref`` directly).
+  /// Its value packed: a scalar inline, a string or bytes in ``boxed``.
+  var packed: PackedValue {
+    @inline(__always) get { ref.state.pointee.packed }
+    @inline(__always) set { ref.state.pointee.packed = newValue }
+  }
+  /// A notification has named it (see ``ChangedKeypaths``): the node stays
+  /// in the store's tree, which the notification's copies keep alive.
+  var named: Bool {
+    @inline(__always) get { ref.state.pointee.named }
+    @inline(__always) set { ref.state.pointee.named = newValue }
+  }
+  /// A ``Handle`` names it: the node stays in the store for the bus's life.
+  var pinned: Bool {
+    @inline(__always) get { ref.state.pointee.pinned }
+    @inline(__always) set { ref.state.pointee.pinned = newValue }
+  }
+  /// The journal's serial << 32 | the index of this node's record.
+  var journalStamp: UInt64 {
+    @inline(__always) get { ref.state.pointee.journalStamp }
+    @inline(__always) set { ref.state.pointee.journalStamp = newValue }
+  }
+  /// Committed transactions that changed this keypath (SPEC §2).
+  var counter: UInt64 {
+    @inline(__always) get { ref.state.pointee.counter }
+    @inline(__always) set { ref.state.pointee.counter = newValue }
+  }
+  /// The last committed transaction that changed it (SPEC §10).
+  var changedAt: UInt64 {
+    @inline(__always) get { ref.state.pointee.changedAt }
+    @inline(__always) set { ref.state.pointee.changedAt = newValue }
   }
 
   /// The value (nil when it holds none).
@@ -90,44 +91,12 @@ final class KeyNode {
   }
 }
 
-/// The contracts a write to a keypath affects: most keypaths have one
-/// reader or none, held without an array. Readers are not retained: every
-/// unregistration makes every reader cache stale (see
-/// ``ContractGraph/readers(_:)``) before the contract can go, and a stale
-/// cache is rebuilt before it is read. (Retained, a stale cache would keep
-/// an unregistered contract, and what its callback captures, alive.)
-///
-/// A struct of two fields rather than an enum: the pass reads the single
-/// reader as a plain field, without copying (and so retaining) the list.
-struct Readers {
-  /// The reader, when there is exactly one.
-  private(set) var one: Unretained<ContractState>?
-  /// The readers, when there are several (else empty).
-  private(set) var many: [Unretained<ContractState>] = []
-
-  init() {}
-
-  init(_ list: [ContractState]) {
-    if list.count == 1 {
-      one = Unretained(list[0])
-    } else if list.count > 1 {
-      many = list.map { Unretained($0) }
-    }
-  }
-
-  @inline(__always)
-  func forEach(_ body: (ContractState) -> Void) {
-    if let one { return one.with(body) }
-    for r in many { r.with(body) }
-  }
-}
-
 /// What a keypath string or a handle resolved to: a node of the store, or a
 /// valid keypath the store does not have yet (created by the write that
 /// needs it).
 enum Target {
   /// Not retained: the store keeps its nodes while the bus's lock is held.
-  case node(Unretained<KeyNode>)
+  case node(NodeRef)
   /// The keypath, its segments, and their ids where the segment table knows
   /// them (``SegmentTable/unknown`` otherwise).
   case new(String, segments: [String], ids: [UInt32])
@@ -169,7 +138,9 @@ enum WriteOp {
 /// the epoch, and the running transaction's journal. It knows nothing of
 /// contracts or threads; the bus calls it with its lock held.
 final class Store {
-  let root = KeyNode(key: "", ids: [], hash: hashString(""))
+  /// The states of its nodes, in creation order.
+  let slab = NodeSlab()
+  let root: KeyNode
   /// ``hashSeed``, kept here for the lookups of every write by keypath.
   private let seed = hashSeed
   // Probed by every write through a keypath string. Without
@@ -187,7 +158,10 @@ final class Store {
   /// changed-at compare only within one epoch.
   var epoch: String
 
-  init() { epoch = makeEpoch() }
+  init() {
+    root = KeyNode(key: "", ids: [], hash: hashString(""), slab: slab)
+    epoch = makeEpoch()
+  }
 
   // MARK: - Resolving keypaths
 
@@ -209,7 +183,7 @@ final class Store {
   /// Resolves a keypath: one lookup; for a keypath the store does not have,
   /// one parse (which validates it).
   func target(_ k: String) throws(OrdoError) -> Target {
-    if let u = nodes.find(hashString(k, seed: seed), { $0.key == k }) { return .node(Unretained(u)) }
+    if let u = nodes.find(hashString(k, seed: seed), { $0.key == k }) { return .node(u._withUnsafeGuaranteedRef { $0.ref }) }
     let parts = try Keypath.parse(k, allowWildcards: false).segments
     return .new(k, segments: parts, ids: parts.map { segments.lookup($0) })
   }
@@ -218,10 +192,10 @@ final class Store {
   /// (recorded in the journal, so that a rollback or a pass that leaves them
   /// empty prunes them again).
   @inline(__always)
-  func node(_ t: Target) -> Unretained<KeyNode> {
+  func node(_ t: Target) -> NodeRef {
     switch t {
     case .node(let n): return n
-    case .new(let k, let parts, _): return Unretained(create(k, parts))
+    case .new(let k, let parts, _): return create(k, parts).ref
     }
   }
 
@@ -239,7 +213,7 @@ final class Store {
         continue
       }
       let key = i == parts.count - 1 ? k : prefix
-      let next = KeyNode(key: key, ids: ids, hash: hashString(key))
+      let next = KeyNode(key: key, ids: ids, hash: hashString(key), slab: slab)
       node.children[id] = next
       nodes.insert(next)
       journal.created.append(next)
@@ -253,7 +227,7 @@ final class Store {
   func pin(_ k: String) throws(OrdoError) -> KeyNode {
     let n: KeyNode
     switch try target(k) {
-    case .node(let found): n = found.object
+    case .node(let found): n = found.node
     case .new(let k, let parts, _):
       // Pinned, so never pruned (it stays in `created` until the next reset).
       n = create(k, parts)
@@ -284,10 +258,13 @@ final class Store {
   /// contract's id in an initial call outside a pass (remembered: its own
   /// writes do not schedule it).
   @inline(__always)
-  func apply(_ n: KeyNode, _ op: WriteOp, writer: ContractID?) -> Bool {
+  func apply(_ r: NodeRef, _ op: WriteOp, writer: ContractID?) -> Bool {
     let external = writer == nil
     let altered: Bool
     let i: Int
+    // A scalar write touches only the node's state (its cache line in the
+    // slab), never the node's object.
+    let st = r.state
     switch op {
     case .set(let v):
       let p = PackedValue(v)
@@ -296,49 +273,52 @@ final class Store {
       // (`Benchmarks/profile.sh delivery-handles`, 509 against 516).
       if p.kind != .boxed {
         // A scalar: plain bits compared, saved and stored.
-        altered = n.packed != p
-        i = journal.write(n, external: external, ownValue: true, touched: false)
+        altered = st.pointee.packed != p
+        i = journal.write(r, external: external, ownValue: true, touched: false)
         if altered {
-          journal.altering(i, from: n)
-          if n.packed.kind == .absent { valueCount += 1 } else if n.packed.kind == .boxed { n.boxed = nil }
-          n.packed = p
+          journal.altering(i, from: r)
+          let old = st.pointee.packed.kind
+          if old == .absent { valueCount += 1 } else if old == .boxed { r.with { $0.boxed = nil } }
+          st.pointee.packed = p
           journal.altered(i, to: p)
         }
       } else {
-        altered = !Value.same(n.value, v)
-        i = journal.write(n, external: external, ownValue: true, touched: false)
+        altered = r.with { !Value.same($0.value, v) }
+        i = journal.write(r, external: external, ownValue: true, touched: false)
         if altered {
-          journal.altering(i, from: n)
-          if !n.hasValue { valueCount += 1 }
-          n.packed = p
-          n.boxed = v
+          journal.altering(i, from: r)
+          if st.pointee.packed.kind == .absent { valueCount += 1 }
+          st.pointee.packed = p
+          r.with { $0.boxed = v }
           journal.altered(i, to: v)
         }
       }
     case .remove:
-      altered = n.hasValue
-      i = journal.write(n, external: external, ownValue: true, touched: false)
+      altered = st.pointee.packed.kind != .absent
+      i = journal.write(r, external: external, ownValue: true, touched: false)
       if altered {
-        journal.altering(i, from: n)
-        setValue(n, nil)
+        journal.altering(i, from: r)
+        r.with { setValue($0, nil) }
         journal.altered(i, to: nil)
       }
     case .touch:
       // Every touch is news to the readers after the writer (the value
       // lives in the host), even when the keypath was touched before.
       altered = true
-      i = journal.write(n, external: external, ownValue: false, touched: true)
+      i = journal.write(r, external: external, ownValue: false, touched: true)
     case .removeTree:
       var removedAny = false
-      i = journal.write(n, external: external, ownValue: false, touched: false)
-      n.forEachInSubtree { d in
-        guard d.hasValue else { return }
-        let j = journal.write(d, external: false, ownValue: false, touched: false, asKeypath: false)
-        journal.altering(j, from: d)
-        setValue(d, nil)
-        journal.altered(j, to: nil)
-        removedAny = true
-        journal.addRemoved(i, j)
+      i = journal.write(r, external: external, ownValue: false, touched: false)
+      r.with { n in
+        n.forEachInSubtree { d in
+          guard d.hasValue else { return }
+          let j = journal.write(d.ref, external: false, ownValue: false, touched: false, asKeypath: false)
+          journal.altering(j, from: d.ref)
+          setValue(d, nil)
+          journal.altered(j, to: nil)
+          removedAny = true
+          journal.addRemoved(i, j)
+        }
       }
       altered = removedAny
     }
@@ -368,10 +348,9 @@ final class Store {
   /// differs from the start (SPEC §2).
   func commit(_ txn: UInt64) {
     for i in 0..<journal.count where journal.counts(i) {
-      journal[i].node.with { n in
-        n.counter += 1
-        n.changedAt = txn
-      }
+      let st = journal[i].node.state
+      st.pointee.counter += 1
+      st.pointee.changedAt = txn
     }
     lastTransaction = txn
     reset()
@@ -459,7 +438,7 @@ final class Store {
       n.changedAt = 0
     }
     for (t, s) in targets {
-      let n = node(t).object
+      let n = node(t).node
       setValue(n, s.value)
       n.counter = s.counter
       n.changedAt = s.changedAt

@@ -48,7 +48,8 @@ import Testing
   }
 
   @Test func keypathTableAgreesWithADictionary() {
-    agreesWithADictionary({ KeyNode(key: $0, ids: [], hash: $1) }, \.key)
+    let slab = NodeSlab()
+    agreesWithADictionary({ KeyNode(key: $0, ids: [], hash: $1, slab: slab) }, \.key)
   }
 
   @Test func nameTableAgreesWithADictionary() {
