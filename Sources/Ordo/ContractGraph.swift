@@ -18,8 +18,8 @@ final class ContractGraph {
   @exclusivity(unchecked) private(set) var everyTransaction: [ContractState] = []
   private(set) var nextID: ContractID = 1
   /// Bumped by every registration and unregistration: node reader caches of
-  /// older generations are stale. Set by tests only to reach the wrap.
-  internal private(set) var generation: UInt32 = 0
+  /// older generations are stale (see ``nextGeneration()``).
+  private(set) var generation: UInt32 = 0
 
   /// Moves the generation to `g`, as that many registration changes would
   /// (for tests of the wrap; every cache is stale afterwards, as it would

@@ -10,9 +10,10 @@ final class ContractState {
   // (callback, statistics) lie between the fields scheduling reads and
   // writes: `id`, `rank`, the flags, `triggers` and `scheduledSerial` at
   // the start, `calledSerial` at the end, 68 bytes apart: whatever the
-  // block's alignment, each of its two lines holds one of them. (Called after the lock is taken back, with the
-  // statistics in a line of their own, the fetch waited in every call:
-  // `ordo-bench --only scale`, scale-100000-handles.)
+  // block's alignment, each of its two lines holds one of them. (Called
+  // after the lock is taken back, with the statistics in a line of their
+  // own, the fetch waited in every call: `ordo-bench --only scale`,
+  // scale-100000-handles.)
   /// Also the registration order (ids only grow).
   let id: ContractID
   /// The priority of a priority contract, the level of a data contract.

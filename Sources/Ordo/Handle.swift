@@ -17,7 +17,9 @@
 /// bus's resolved keypaths stay in memory.
 public struct Handle: @unchecked Sendable, Hashable, CustomStringConvertible {
   // Two words, one reference count, as a ``Property``: the bus's link
-  // (retained) and the keypath's node, not retained. The store keeps a
+  // (retained) and the keypath's node, not retained, named by its state
+  // (``NodeRef``: a write through the handle touches only the state's
+  // cache line, in the store's dense table, not the node). The store keeps a
   // handle's node while the bus lives (it is pinned, and pinned nodes are
   // never pruned), the link from the bus's deinit on
   // (``BusLink/detach()``), so a handle that outlives its bus still names

@@ -111,7 +111,8 @@ extension Array: PropertyValue where Element == UInt8 {
 /// race, as with any unowned reference).
 public struct Property<T: PropertyValue>: @unchecked Sendable, Hashable, CustomStringConvertible {
   // Two words, one reference count: the link (retained) and the keypath's
-  // node named by its address, not retained: the bus's store keeps a
+  // node named by the address of its state (``NodeRef``), not retained:
+  // the bus's store keeps a
   // property's node (it is pinned, and pinned nodes are never pruned), and
   // the link keeps it once the bus is gone (`BusLink.detach`). Copying a
   // property thus retains one object, as copying a ``Handle`` does, and

@@ -47,18 +47,6 @@ struct Unretained<T: AnyObject> {
     return try ref._withUnsafeGuaranteedRef(body)
   }
 
-  /// Whether this names `other` (compares addresses; no use of the object).
-  @inline(__always)
-  func names(_ other: T) -> Bool { ref.toOpaque() == Unmanaged.passUnretained(other).toOpaque() }
-
-  /// Whether two references name the same object.
-  @inline(__always)
-  static func same(_ a: Unretained<T>, _ b: Unretained<T>) -> Bool { a.ref.toOpaque() == b.ref.toOpaque() }
-
-  /// The address, for identity hashing (no use of the object).
-  @inline(__always)
-  var address: UnsafeMutableRawPointer { ref.toOpaque() }
-
   @inline(__always)
   private func check() {
     #if DEBUG
