@@ -45,7 +45,7 @@ final class BusLink: @unchecked Sendable {
   func detach() {
     if keepsPinned, let ref {
       ref._withUnsafeGuaranteedRef { bus in
-        bus.store.root.forEachInSubtree { n in if n.pinned { keptNodes.append(n) } }
+        bus.store.root.forEachInSubtree { n in if n.ref.state.pointee.pinned { keptNodes.append(n) } }
       }
     }
     ref = nil

@@ -73,7 +73,7 @@ public struct ChangedKeypaths: RandomAccessCollection, Hashable, @unchecked Send
   // The common single keypath is held as its key node, whose key never
   // changes (hence Sendable), without a reference count: `keeper`, the
   // store's root, owns every node, and a node named in a notification is
-  // never pruned from the tree (`KeyNode.named`), so the node lives as
+  // never pruned from the tree (`NodeState.named`), so the node lives as
   // long as this collection. A pass holds the keeper once in the
   // notification it reuses for every call (``ContractNotification/prepare(_:node:)``);
   // a copy that escapes the callback retains it then. Holding the node

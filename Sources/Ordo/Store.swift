@@ -30,27 +30,12 @@ final class KeyNode {
 
   deinit { slab.release(ref.state) }
 
-  // The state, by name (the hot paths use ``ref`` directly).
+  // The state's fields that the cold paths (reads, restore, snapshots,
+  // changes) name often; the hot paths, and the rest, use ``ref`` directly.
   /// Its value packed: a scalar inline, a string or bytes in ``boxed``.
   var packed: PackedValue {
     @inline(__always) get { ref.state.pointee.packed }
     @inline(__always) set { ref.state.pointee.packed = newValue }
-  }
-  /// A notification has named it (see ``ChangedKeypaths``): the node stays
-  /// in the store's tree, which the notification's copies keep alive.
-  var named: Bool {
-    @inline(__always) get { ref.state.pointee.named }
-    @inline(__always) set { ref.state.pointee.named = newValue }
-  }
-  /// A ``Handle`` names it: the node stays in the store for the bus's life.
-  var pinned: Bool {
-    @inline(__always) get { ref.state.pointee.pinned }
-    @inline(__always) set { ref.state.pointee.pinned = newValue }
-  }
-  /// The journal's serial << 32 | the index of this node's record.
-  var journalStamp: UInt64 {
-    @inline(__always) get { ref.state.pointee.journalStamp }
-    @inline(__always) set { ref.state.pointee.journalStamp = newValue }
   }
   /// Committed transactions that changed this keypath (SPEC §2).
   var counter: UInt64 {
@@ -83,7 +68,10 @@ final class KeyNode {
   /// Whether the node is worth keeping: it holds a value, has a history
   /// (a tombstone keeps its counter and changed-at), has descendants or is
   /// named by a handle or a notification.
-  var isKept: Bool { hasValue || counter > 0 || !children.isEmpty || pinned || named }
+  var isKept: Bool {
+    let s = ref.state
+    return hasValue || counter > 0 || !children.isEmpty || s.pointee.pinned || s.pointee.named
+  }
 
   func forEachInSubtree(_ body: (KeyNode) -> Void) {
     body(self)
@@ -232,7 +220,7 @@ final class Store {
       // Pinned, so never pruned (it stays in `created` until the next reset).
       n = create(k, parts)
     }
-    n.pinned = true
+    n.ref.state.pointee.pinned = true
     return n
   }
 
@@ -385,7 +373,7 @@ final class Store {
     }
     journal.reset()
     if journal.wrapped {
-      root.forEachInSubtree { $0.journalStamp = 0 }
+      root.forEachInSubtree { $0.ref.state.pointee.journalStamp = 0 }
       journal.clearedStamps()
     }
   }

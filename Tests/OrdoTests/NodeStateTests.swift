@@ -17,7 +17,8 @@ import Testing
     nodes.remove(at: 10)
     let next = KeyNode(key: "new", ids: [], hash: 0, slab: slab)
     #expect(next.ref.state == released)
-    #expect(next.counter == 0 && next.changedAt == 0 && !next.hasValue && !next.pinned && !next.named)
+    #expect(next.counter == 0 && next.changedAt == 0 && !next.hasValue)
+    #expect(!next.ref.state.pointee.pinned && !next.ref.state.pointee.named)
     #expect(next.ref.node === next)
   }
 
