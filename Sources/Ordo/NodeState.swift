@@ -150,11 +150,16 @@ final class NodeSlab: @unchecked Sendable {
     /// States handed out of the last block.
     var used = 0
     var capacity = 0
+    /// Rooms handed out of the blocks, ever (released ones included).
+    var made = 0
     /// Released rooms, by address.
     var free: [UInt] = []
   }
 
   private let blocks = Mutex(Blocks())
+
+  /// The rooms made so far, in use or free (for tests of the reuse).
+  var rooms: Int { blocks.withLock { $0.made } }
 
   /// Marks a released state in debug builds (its generation; a live
   /// state's is a graph generation, or ``NodeState/noGeneration``).
@@ -180,7 +185,10 @@ final class NodeSlab: @unchecked Sendable {
         b.blocks.append(raw.bindMemory(to: NodeState.self, capacity: b.capacity))
         b.used = 0
       }
-      defer { b.used += 1 }
+      defer {
+        b.used += 1
+        b.made += 1
+      }
       return b.blocks[b.blocks.count - 1] + b.used
     }
   }

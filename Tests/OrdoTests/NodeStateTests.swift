@@ -28,12 +28,19 @@ import Testing
   @Test func prunedNodesGiveBackTheirStates() throws {
     let bus = Bus()
     try bus.transaction { for i in 0..<200 { try bus.set("a.k\(i)", .int64(Int64(i))) } }
+    var rooms: [Int] = []
     for round in 0..<5 {
       bus.begin()
       for i in 0..<300 { try bus.set("tmp.r\(round).k\(i)", .int64(-1)) }
       try bus.rollback()
       try bus.transaction { try bus.set("b.r\(round)", .string("round \(round)")) }
+      rooms.append(bus.store.slab.rooms)
     }
+    // Each round's 302 pruned nodes (tmp, tmp.r<n>, its 300 keys) give
+    // their rooms to the next round's, but for the two or so the kept
+    // nodes (b, b.r<n>) took: without reuse the table would grow by 303
+    // rooms a round.
+    #expect(zip(rooms, rooms.dropFirst()).allSatisfy { $1 - $0 <= 2 }, "rooms per round: \(rooms)")
     for i in 0..<200 {
       #expect(try bus.value("a.k\(i)") == .int64(Int64(i)))
       #expect(try bus.counter("a.k\(i)") == 1)
