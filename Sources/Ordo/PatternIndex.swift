@@ -243,6 +243,15 @@ struct ChildMap {
             storage = .large(d)
             return
           }
+          // Grown by one, not doubled: most maps stay at 2 or 3 children
+          // (a contract's `x.a`, `x.b`, `x.c`), and a doubled array of 3
+          // holds room for 4: 16 bytes a contract of the memory scenario.
+          if a.count == a.capacity {
+            var grown: [(UInt32, PatternIndex.Child)] = []
+            grown.reserveCapacity(a.count + 1)
+            grown.append(contentsOf: a)
+            a = grown
+          }
           a.append((id, newValue))
         }
         storage = .small(a)
