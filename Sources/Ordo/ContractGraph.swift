@@ -30,6 +30,8 @@ final class ContractGraph {
   }
   /// Level changes made during a pass, applied when it ends (SPEC §5).
   @exclusivity(unchecked) private var deferredLevelSeeds: [ContractState] = []
+  /// The contracts' pass states (see ``ContractPassState``).
+  let slab = ContractSlab()
 
   init(store: Store) { self.store = store }
 
@@ -84,7 +86,7 @@ final class ContractGraph {
   /// the store does not have yet has no cache).
   func forEachReader(affectedBy t: Target, _ body: (ContractState) -> Void) {
     switch t {
-    case .node(let n): readers(n).forEach(body)
+    case .node(let n): readers(n).forEach { $0.withContract(body) }
     case .new(_, _, let ids): readIndex.forEachReader(affectedBy: ids, body)
     }
   }
@@ -116,7 +118,7 @@ final class ContractGraph {
   func make(_ spec: ContractSpec, reads: [Pattern], writes: [Pattern]) -> ContractState {
     ContractState(
       id: nextID, name: spec.name, reads: reads.map(store.compile), writes: writes.map(store.compile), priority: spec.priority,
-      callback: spec.callback)
+      slab: slab, callback: spec.callback)
   }
 
   /// The registration checks (SPEC §4), and the check that an initial call
@@ -294,7 +296,7 @@ final class ContractGraph {
     propagateLevels(seeds, inPass: deferLevels)
     // Kept while the running pass may still pop it, or while its own call
     // (or a bridge waiting in it) runs.
-    return registry.remove(c, keep: inPass || c.running)
+    return registry.remove(c, keep: inPass || c.hot.pointee.running)
   }
 
   /// The contracts retired during the pass that ended (or the initial call

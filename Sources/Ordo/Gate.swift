@@ -181,9 +181,9 @@ struct MonitorLock: @unchecked Sendable {
 /// its own `begin`/`commit` pairs (they join what is open), and whether a
 /// bridge has suspended its contract checks while it waits for a peer.
 struct CallFrame {
-  /// Not retained: the pass's schedule, or `register` for an initial call,
-  /// holds the contract for the whole call.
-  var contract: Unretained<ContractState>
+  /// Named by its pass state, not retained: the pass's schedule, or
+  /// `register` for an initial call, holds the contract for the whole call.
+  var contract: ContractRef
   var depth = 0
   var suspended = false
 }
@@ -276,7 +276,7 @@ final class Gate {
     guard isOwner else { return .refused }
     switch phase {
     case .open: return .free
-    case .initial(_, let call), .pass(_, let call?): return call.suspended ? .refused : .contract(call.contract.object)
+    case .initial(_, let call), .pass(_, let call?): return call.suspended ? .refused : .contract(call.contract.contract)
     case .idle, .pass(_, nil): return .refused
     }
   }
@@ -287,7 +287,7 @@ final class Gate {
   var reader: ContractState? {
     guard isOwner else { return nil }
     switch phase {
-    case .initial(_, let call), .pass(_, let call?): return call.suspended ? nil : call.contract.object
+    case .initial(_, let call), .pass(_, let call?): return call.suspended ? nil : call.contract.contract
     default: return nil
     }
   }
@@ -296,7 +296,7 @@ final class Gate {
   var running: ContractState? {
     guard isOwner else { return nil }
     switch phase {
-    case .initial(_, let call), .pass(_, let call?): return call.contract.object
+    case .initial(_, let call), .pass(_, let call?): return call.contract.contract
     default: return nil
     }
   }
@@ -375,9 +375,9 @@ final class Gate {
   /// `begin`s start at depth 0 and end with it). Lock held on entry and on
   /// return; not held while `body` runs.
   @inline(__always)
-  func call(_ contract: ContractState, _ body: () -> Void) {
+  func call(_ contract: ContractRef, _ body: () -> Void) {
     let previous = phase
-    let frame = CallFrame(contract: Unretained(contract))
+    let frame = CallFrame(contract: contract)
     switch previous {
     case .pass(let txn, _): phase = .pass(txn: txn, call: frame)
     case .open(let d): phase = .initial(outer: d, call: frame)
@@ -394,9 +394,9 @@ final class Gate {
   /// phase is `.pass(txn, nil)`): it sets the phase without reading and
   /// switching on the previous one (about 10 instructions per call).
   @inline(__always)
-  func callInPass(_ contract: ContractState, _ txn: UInt64, _ body: () -> Void) {
+  func callInPass(_ contract: ContractRef, _ txn: UInt64, _ body: () -> Void) {
     assert({ if case .pass(txn, nil) = phase { true } else { false } }(), "a pass step runs with no callback running")
-    phase = .pass(txn: txn, call: CallFrame(contract: Unretained(contract)))
+    phase = .pass(txn: txn, call: CallFrame(contract: contract))
     lock.unlock()
     body()
     lock.lock()

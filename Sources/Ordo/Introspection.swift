@@ -9,7 +9,7 @@ extension Bus {
     return sorted.enumerated().map { i, c in
       ContractInfo(
         id: c.id, name: c.name, kind: c.kind, reads: c.reads.map(store.text), writes: c.writes.map(store.text),
-        priority: c.priority, level: c.level, position: i, calls: c.calls, lastTransaction: c.lastTransaction,
+        priority: c.priority, level: c.level, position: i, calls: c.hot.pointee.calls, lastTransaction: c.hot.pointee.lastTransaction,
         failures: UInt64(c.failures),
         unusedReads: c.reads.enumerated().filter { c.usedReads & ContractState.bit($0.offset) == 0 }.map { store.text($0.element) },
         unusedWrites: c.writes.enumerated().filter { c.usedWrites & ContractState.bit($0.offset) == 0 }.map { store.text($0.element) })

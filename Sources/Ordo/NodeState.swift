@@ -115,24 +115,24 @@ struct NodeRef {
 enum Readers {
   case none
   /// Exactly one reader.
-  case one(Unretained<ContractState>)
+  case one(PackedContractRef)
   /// Two or more.
-  case many([Unretained<ContractState>])
+  case many([ContractRef])
 
   init(_ list: [ContractState]) {
     switch list.count {
     case 0: self = .none
-    case 1: self = .one(Unretained(list[0]))
-    default: self = .many(list.map { Unretained($0) })
+    case 1: self = .one(PackedContractRef(list[0].hot))
+    default: self = .many(list.map(\.hot))
     }
   }
 
   @inline(__always)
-  func forEach(_ body: (ContractState) -> Void) {
+  func forEach(_ body: (ContractRef) -> Void) {
     switch self {
     case .none: return
-    case .one(let r): r.with(body)
-    case .many(let list): for r in list { r.with(body) }
+    case .one(let r): body(r.ref)
+    case .many(let list): for r in list { body(r) }
     }
   }
 }

@@ -110,7 +110,7 @@ final class PassRunner {
       break
     }
     guard anyChanged else {
-      while let s = schedule.pop() { s.with { $0.clearTriggers() } }
+      while let s = schedule.pop() { s.clearTriggers() }
       return discard()
     }
     let txn = store.lastTransaction + 1
@@ -122,16 +122,17 @@ final class PassRunner {
   /// initial call outside a pass, or nested in the initial call that opened
   /// one (then `c` counts as called in it). Lock held.
   func callInitial(_ c: ContractState) {
-    if case .pass = gate.phase { c.calledSerial = serial }
+    let h = c.hot
+    if case .pass = gate.phase { h.pointee.calledSerial = serial }
     let note = ContractNotification(transaction: store.lastTransaction, contract: c.id, changed: [])
-    if let r = recorder { call(c, note, tracing: r, because: [], initial: true) } else { call(c, note) }
+    if let r = recorder { call(h, note, tracing: r, because: [], initial: true) } else { call(h, note) }
   }
 
   /// Schedules `c`, registered during the running pass with an initial
   /// call, at its position. Lock held.
   func scheduleInitial(_ c: ContractState) {
-    c.initialPending = true
-    enqueue(c)
+    c.hot.pointee.initialPending = true
+    enqueue(c.hot)
   }
 
   /// Whether the running pass has its id (it is not the initial call that
@@ -148,13 +149,13 @@ final class PassRunner {
   /// a keypath whose own value did not change, only the readers of the
   /// values it removed.
   @inline(__always)
-  private func forEachReader(changedBy i: Int, _ body: (ContractState) -> Void) {
+  private func forEachReader(changedBy i: Int, _ body: (ContractRef) -> Void) {
     if !journal[i].hasLists || journal.removed(i).isEmpty || journal.ownChange(i) {
       graph.readers(journal[i].node).forEach(body)
       return
     }
     for j in journal.removed(i) where journal.netChanged(Int(j)) {
-      journal[Int(j)].node.with { graph.forEachReader(matching: $0, body) }
+      journal[Int(j)].node.with { graph.forEachReader(matching: $0) { body($0.hot) } }
     }
   }
 
@@ -170,8 +171,10 @@ final class PassRunner {
     graph.refreshReaders(n)
     switch n.state.pointee.readers {
     case .none: break
-    case .one(let r): r.with { c in if due(c, skip) { trigger(c, by: n) } }
-    case .many(let list): for r in list { r.with { c in if due(c, skip) { trigger(c, by: n) } } }
+    case .one(let r):
+      let c = r.ref
+      if due(c, skip) { trigger(c, by: n) }
+    case .many(let list): for c in list where due(c, skip) { trigger(c, by: n) }
     }
   }
 
@@ -194,8 +197,8 @@ final class PassRunner {
   /// Whether a reader of a change is scheduled at the start of the pass:
   /// registered, not yet called in it, and not `skip`.
   @inline(__always)
-  private func due(_ c: ContractState, _ skip: ContractID) -> Bool {
-    c.registered && c.calledSerial != serial && c.id != skip
+  private func due(_ c: ContractRef, _ skip: ContractID) -> Bool {
+    c.pointee.registered && c.pointee.calledSerial != serial && c.pointee.id != skip
   }
 
   /// Schedules, later in the pass, the contracts a write by the running
@@ -203,24 +206,25 @@ final class PassRunner {
   func scheduleReaders(of n: NodeRef, after: ContractState) {
     guard let i = journal.index(n) else { return }
     let afterKey = after.key
+    let a = after.hot
     forEachReader(changedBy: i) { r in
-      guard r.registered, r.calledSerial != serial, r !== after, !(r.key < afterKey) else { return }
+      guard r.pointee.registered, r.pointee.calledSerial != serial, !(r == a), !(r.key < afterKey) else { return }
       trigger(r, by: n)
     }
   }
 
   /// Schedules `c` in the running pass unless it is already.
   @inline(__always)
-  private func enqueue(_ c: ContractState) {
-    guard c.scheduledSerial != serial else { return }
-    c.scheduledSerial = serial
+  private func enqueue(_ c: ContractRef) {
+    guard c.pointee.scheduledSerial != serial else { return }
+    c.pointee.scheduledSerial = serial
     c.clearTriggers()
     schedule.push(c)
   }
 
   /// Schedules `c` (if it is not yet) for a write to `n`.
   @inline(__always)
-  private func trigger(_ c: ContractState, by n: NodeRef) {
+  private func trigger(_ c: ContractRef, by n: NodeRef) {
     enqueue(c)
     c.addTrigger(n)
   }
@@ -229,13 +233,11 @@ final class PassRunner {
 
   /// Calls the scheduled contracts in order, then commits. Lock held.
   private func finish(_ txn: UInt64) -> Outcome {
-    for c in graph.everyTransaction where c.calledSerial != serial { enqueue(c) }
+    for c in graph.everyTransaction where c.hot.pointee.calledSerial != serial { enqueue(c.hot) }
     // One notification for every call of the pass: it holds the store's
     // root once, not a node per call (see ``ChangedKeypaths``).
     var note = ContractNotification(pass: txn, keeper: store.root)
-    while let c = schedule.pop() {
-      c.with { step($0, &note) }
-    }
+    while let c = schedule.pop() { step(c, &note) }
     var outcome = Outcome()
     let changed = recorder == nil ? [] : changedKeys()
     if let hook = commitHook {
@@ -282,14 +284,12 @@ final class PassRunner {
   }
 
   /// The keypaths that scheduled `c` (for the trace).
-  private func because(_ c: ContractState) -> [String] {
-    switch c.triggers {
-    case .none: return []
-    case .one(let u): return [u.with { $0.key }]
-    case .many(let list):
-      var seen = Set<String>()
-      return list.map(\.key).filter { seen.insert($0).inserted }
-    }
+  private func because(_ c: ContractRef) -> [String] {
+    let t = c.pointee.triggers
+    guard let first = t.first else { return [] }
+    guard t.hasMore else { return [first.with { $0.key }] }
+    var seen = Set<String>()
+    return c.contract.allTriggers.map(\.key).filter { seen.insert($0).inserted }
   }
 
   /// Ends the pass; returns the contracts unregistered during it.
@@ -302,20 +302,20 @@ final class PassRunner {
   /// Calls a popped contract if it is due (SPEC §5.2), with the pass's
   /// reused notification. Lock held.
   @inline(__always)
-  private func step(_ c: ContractState, _ note: inout ContractNotification) {
+  private func step(_ c: ContractRef, _ note: inout ContractNotification) {
     let txn = note.transaction
-    guard c.registered, c.calledSerial != serial else {
-      if let r = recorder, !c.registered { r.skipped(c, .unregistered, because: because(c), transaction: txn) }
+    guard c.pointee.registered, c.pointee.calledSerial != serial else {
+      if let r = recorder, !c.pointee.registered { r.skipped(c.contract, .unregistered, because: because(c), transaction: txn) }
       c.clearTriggers()
       return
     }
-    c.calledSerial = serial
-    if c.initialPending {
+    c.pointee.calledSerial = serial
+    if c.pointee.initialPending {
       // An initial call during a pass gets an empty list even when writes
       // made later in the pass affect its reads: "read everything".
-      c.initialPending = false
+      c.pointee.initialPending = false
       c.clearTriggers()
-      note.prepare(c.id, keypaths: [])
+      note.prepare(c.pointee.id, keypaths: [])
       if let r = recorder { call(c, note, tracing: r, because: [], initial: true, step: true) } else { call(c, note, step: true) }
       return
     }
@@ -325,10 +325,10 @@ final class PassRunner {
       if any { call(c, note, step: true) }
       return
     }
-    let why = c.kind == .everyTransaction ? Array(note.changed) : because(c)
+    let why = c.pointee.kind == .everyTransaction ? Array(note.changed) : because(c)
     c.clearTriggers()
     if !any {
-      r.skipped(c, .unchanged, because: why, transaction: txn)
+      r.skipped(c.contract, .unchanged, because: why, transaction: txn)
       return
     }
     call(c, note, tracing: r, because: why, initial: false, step: true)
@@ -340,23 +340,22 @@ final class PassRunner {
   /// common single trigger inline (its node, no reference count), the rest
   /// out of line.
   @inline(__always)
-  private func prepare(_ note: inout ContractNotification, for c: ContractState) -> Bool {
+  private func prepare(_ note: inout ContractNotification, for c: ContractRef) -> Bool {
     let keys: ChangedKeypaths
-    if c.kind == .everyTransaction {
+    let t = c.pointee.triggers
+    if c.pointee.kind == .everyTransaction {
       keys = ChangedKeypaths(changedKeys())
-    } else {
-      switch c.triggers {
-      case .one(let u):
+    } else if let u = t.first {
+      if !t.hasMore {
         guard isChanged(u) else { return false }
-        note.prepare(c.id, node: u)
+        note.prepare(c.pointee.id, node: u)
         return true
-      case .none:
-        keys = []
-      case .many(let list):
-        keys = changedKeypaths(of: list)
       }
+      keys = changedKeypaths(of: c.contract.allTriggers)
+    } else {
+      keys = []
     }
-    note.prepare(c.id, keypaths: keys)
+    note.prepare(c.pointee.id, keypaths: keys)
     return !keys.isEmpty
   }
 
@@ -381,8 +380,8 @@ final class PassRunner {
   }
 
   /// A call recorded in the trace.
-  private func call(_ c: ContractState, _ note: ContractNotification, tracing r: TraceRecorder, because: [String], initial: Bool, step: Bool = false) {
-    let i = r.calling(c, because: because, initial: initial, transaction: note.transaction)
+  private func call(_ c: ContractRef, _ note: ContractNotification, tracing r: TraceRecorder, because: [String], initial: Bool, step: Bool = false) {
+    let i = r.calling(c.contract, because: because, initial: initial, transaction: note.transaction)
     let t0 = monotonicNS()
     let failed = call(c, note, step: step)
     r.called(i, durationNS: monotonicNS() - t0, failure: failed ? lastFailure : nil)
@@ -395,29 +394,29 @@ final class PassRunner {
   /// runs; see ``Gate/callInPass(_:_:_:)``).
   @discardableResult
   @inline(__always)
-  private func call(_ c: ContractState, _ note: ContractNotification, step: Bool = false) -> Bool {
-    c.calls &+= 1
-    c.lastTransaction = note.transaction
+  private func call(_ c: ContractRef, _ note: ContractNotification, step: Bool = false) -> Bool {
+    c.pointee.calls &+= 1
+    c.pointee.lastTransaction = note.transaction
     notifications &+= 1
     var failure: (any Error)?
-    c.running = true
+    c.pointee.running = true
     // The callback is a constant of the contract, which the bus keeps
     // while it runs (see ``Registry``): called borrowed, without a retain.
     if step {
       gate.callInPass(c, note.transaction) {
-        do { try c.callback(note) } catch { failure = error }
+        do { try c.pointee.invoke(note) } catch { failure = error }
       }
     } else {
       gate.call(c) {
-        do { try c.callback(note) } catch { failure = error }
+        do { try c.pointee.invoke(note) } catch { failure = error }
       }
     }
     // Unregistered during this call, it stays retired until the pass (or,
     // outside a pass, the registration that made this initial call) ends,
     // and goes then without the lock.
-    c.running = false
+    c.pointee.running = false
     guard let failure else { return false }
-    failed(c, note.transaction, failure)
+    failed(c.contract, note.transaction, failure)
     return true
   }
 
@@ -445,8 +444,8 @@ final class PassRunner {
   private func nextSerial() {
     if serial == .max {
       graph.registry.forEach { c in
-        c.scheduledSerial = 0
-        c.calledSerial = 0
+        c.hot.pointee.scheduledSerial = 0
+        c.hot.pointee.calledSerial = 0
       }
       serial = 0
     }
@@ -467,7 +466,7 @@ final class PassRunner {
 /// contract is pushed and popped once. Only touched with the bus's lock
 /// held; ``free()`` releases the buffers.
 struct Schedule {
-  private typealias Ref = Unretained<ContractState>
+  private typealias Ref = ContractRef
   /// Pushed since the run was taken.
   private var added = Buffer<Ref>()
   /// The sorted run, popped from `next`.
@@ -477,14 +476,14 @@ struct Schedule {
   private var refs: [Ref] = []
 
   @inline(__always)
-  mutating func push(_ c: ContractState) { added.append(Ref(c)) }
+  mutating func push(_ c: ContractRef) { added.append(c) }
 
   mutating func free() {
     added.free()
     run.free()
   }
 
-  @inline(__always) private static func key(_ r: Ref) -> OrderKey { r.with { $0.key } }
+  @inline(__always) private static func key(_ r: Ref) -> OrderKey { r.key }
 
   private mutating func heapPush(_ c: Ref) {
     keys.append(Schedule.key(c))
@@ -522,7 +521,7 @@ struct Schedule {
 
   /// The next contract in pass order, unretained.
   @inline(__always)
-  mutating func pop() -> Unretained<ContractState>? {
+  mutating func pop() -> ContractRef? {
     // Most passes schedule nothing while they run: the sorted run, in turn.
     if next < run.count && added.count == 0 && keys.isEmpty {
       next += 1
@@ -531,7 +530,7 @@ struct Schedule {
     return popSlow()
   }
 
-  private mutating func popSlow() -> Unretained<ContractState>? {
+  private mutating func popSlow() -> ContractRef? {
     if added.count > 0 {
       if next == run.count && keys.isEmpty {
         // Swap the buffers (no copy): `run` is spent and keeps its capacity.

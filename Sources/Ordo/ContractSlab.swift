@@ -1,0 +1,283 @@
+import Synchronization
+
+/// What a pass touches of a contract, in one cache line: what scheduling
+/// reads and writes (its order key, whether it is registered, the pass
+/// stamps, its first trigger) and what a call needs (its id, its callback,
+/// the statistics it bumps). The rest of the contract (its name, patterns
+/// and cold statistics) is in the ``ContractState`` object, which owns
+/// this state and releases it in its deinit.
+///
+/// The states of a graph's contracts lie in a dense table (``ContractSlab``),
+/// in registration order, each in a 64-byte line of its own: a commit that
+/// reaches 10 contracts among 100 000 fetches 10 lines, where the object
+/// (120 bytes at whatever alignment malloc gave it) took two or three each
+/// (`ordo-bench --only scale`, scale-100000-handles; docs/performance.md).
+/// Only touched with the bus's lock held (the deinit of an unregistered
+/// contract releases it without the lock, once nothing names it).
+struct ContractPassState: ~Copyable {
+  /// Also the registration order (ids only grow).
+  let id: ContractID
+  /// The priority of a priority contract, the level of a data contract.
+  var rank: Int32
+  let kind: ContractKind
+  var registered = true
+  var initialPending = false
+  /// Its callback runs now (a contract's calls never nest).
+  var running = false
+  /// The written keypaths that scheduled it in this pass.
+  var triggers = TriggerWord()
+  /// The serial of the last pass that scheduled it, and of the last that
+  /// called it (see ``PassRunner/serial``).
+  var scheduledSerial: UInt32 = 0
+  var calledSerial: UInt32 = 0
+  var calls: UInt64 = 0
+  var lastTransaction: UInt64 = 0
+  /// A constant, so that a pass calls it borrowed, without a retain and a
+  /// release per call (`ordo-bench --profile delivery-handles`: 56
+  /// instructions of 700 per change). It goes with the contract: the
+  /// registry lets an unregistered contract go at once, or when the pass or
+  /// its own call that names it ends (see ``Registry``); nothing else
+  /// retains a contract.
+  let callback: ContractCallback
+
+  /// Calls the callback in place. The state is noncopyable and the call
+  /// borrows it, so the callback is called without a retain and a release
+  /// (a copyable state, read through its pointer, is copied for the call:
+  /// 40 instructions per delivered change, `ordo-bench --profile
+  /// delivery-handles`).
+  @inline(__always)
+  borrowing func invoke(_ note: ContractNotification) throws {
+    try callback(note)
+  }
+
+  init(id: ContractID, kind: ContractKind, rank: Int32, callback: @escaping ContractCallback) {
+    self.id = id
+    self.kind = kind
+    self.rank = rank
+    self.callback = callback
+  }
+}
+
+/// The written keypaths that scheduled a contract in a pass, in one word:
+/// the first one's node state (64-byte aligned, so its low bit is free),
+/// and in that bit whether there are more. The others, rare, are in the
+/// contract object's ``ContractState/moreTriggers``. Not retained: the
+/// store keeps its nodes through the pass, and a contract's triggers are
+/// cleared before it is scheduled again, unread.
+struct TriggerWord {
+  private var bits: UInt = 0
+
+  /// No trigger.
+  @inline(__always) var isEmpty: Bool { bits == 0 }
+  /// More than the first (they are in ``ContractState/moreTriggers``).
+  @inline(__always) var hasMore: Bool { bits & 1 != 0 }
+
+  /// The first trigger.
+  @inline(__always)
+  var first: NodeRef? {
+    guard let p = UnsafeMutablePointer<NodeState>(bitPattern: bits & ~1) else { return nil }
+    return NodeRef(p)
+  }
+
+  @inline(__always) mutating func setFirst(_ n: NodeRef) { bits = UInt(bitPattern: n.state) }
+  @inline(__always) mutating func markMore() { bits |= 1 }
+  @inline(__always) mutating func clear() { bits = 0 }
+}
+
+/// A contract named by its pass state: the one way the hot paths (a node's
+/// reader cache, the pass's schedule, the running call's frame) name a
+/// contract, so that they touch its state's cache line and not its
+/// object's. Not retained, like ``Unretained``: every use states that the
+/// contract outlives the reference (`docs/reliability.md`). In debug builds
+/// every use checks that the state still belongs to a live contract (a
+/// released state's owner entry is cleared), so a broken invariant traps at
+/// the use.
+struct ContractRef {
+  let state: UnsafeMutablePointer<ContractPassState>
+
+  @inline(__always)
+  init(_ state: UnsafeMutablePointer<ContractPassState>) { self.state = state }
+
+  /// The state, checked in debug builds.
+  var pointee: ContractPassState {
+    // Addressors, not a getter: a field is read in place, without copying
+    // the state (and retaining its callback).
+    @inline(__always) unsafeAddress {
+      check()
+      return UnsafePointer(state)
+    }
+    @inline(__always) nonmutating unsafeMutableAddress {
+      check()
+      return state
+    }
+  }
+
+  /// The position in the pass: phase, then priority or level, then
+  /// registration order. (Read field by field: a getter of the state
+  /// called on it in place would copy the whole state, callback included,
+  /// where it is not inlined.)
+  var key: OrderKey {
+    @inline(__always) get {
+      let kind = pointee.kind
+      let phase: UInt64 = kind == .priority ? 0 : (kind == .data ? 1 : 2)
+      return OrderKey(high: phase << 32 | UInt64(UInt32(bitPattern: pointee.rank) ^ 0x8000_0000), seq: pointee.id)
+    }
+  }
+
+  /// The contract object whose state this is (from its page's owner table:
+  /// only the cold paths ask).
+  @inline(__always)
+  var contract: ContractState {
+    ContractSlab.owner(of: state).takeUnretainedValue()
+  }
+
+  /// Calls `body` with the contract object borrowed (no retain or release).
+  @inline(__always)
+  func withContract<R>(_ body: (ContractState) throws -> R) rethrows -> R {
+    try ContractSlab.owner(of: state)._withUnsafeGuaranteedRef(body)
+  }
+
+  @inline(__always)
+  static func == (a: ContractRef, b: ContractRef) -> Bool { a.state == b.state }
+
+  @inline(__always)
+  private func check() {
+    #if DEBUG
+    _ = ContractSlab.owner(of: state)
+    #endif
+  }
+}
+
+/// A ``ContractRef`` in a word with spare bits (a class reference's, which
+/// the address of a 64-byte aligned state also leaves unused), so that an
+/// enum of it and an array (``Readers``) takes one word, as a node's state
+/// needs. Never retained, released or dereferenced as an object: only its
+/// bits are used.
+struct PackedContractRef {
+  private let bits: Unmanaged<ContractSlab>
+
+  @inline(__always)
+  init(_ r: ContractRef) { bits = Unmanaged.fromOpaque(UnsafeRawPointer(r.state)) }
+
+  @inline(__always)
+  var ref: ContractRef { ContractRef(bits.toOpaque().assumingMemoryBound(to: ContractPassState.self)) }
+}
+
+/// The dense table of a graph's contract states. The table is made of
+/// 4 KiB pages, each aligned to its size: the first 512 bytes of a page
+/// hold the slab (unretained) and the owner of each of the page's 56
+/// states, the rest the states, 64 bytes each. So a state finds its owner
+/// and its slab from its own address. Pages come in blocks, in the order
+/// contracts register, a released state reused by the next. Every state in
+/// use retains the slab, so the slab goes with its last contract (a
+/// contract can be released without the bus's lock, after its graph);
+/// hence also the mutex.
+final class ContractSlab: @unchecked Sendable {
+  static let pageSize = 4_096
+  static let headerSize = 512
+  static let perPage = (pageSize - headerSize) / MemoryLayout<ContractPassState>.stride
+
+  private struct Pages {
+    var blocks: [UnsafeMutableRawPointer] = []
+    /// Pages of the last block, and how many of them are in use.
+    var pagesInBlock = 0
+    var pagesUsed = 0
+    /// States handed out of the current page.
+    var usedInPage = perPage
+    var page: UnsafeMutableRawPointer?
+    /// States handed out, ever (released ones included).
+    var made = 0
+    /// Released states, by address.
+    var free: [UInt] = []
+  }
+
+  private let pages = Mutex(Pages())
+
+  /// The states made so far, in use or free (for tests of the reuse).
+  var rooms: Int { pages.withLock { $0.made } }
+
+  init() {
+    precondition(MemoryLayout<ContractPassState>.stride == 64, "a contract's pass state takes one cache line")
+    precondition(8 + 8 * ContractSlab.perPage <= ContractSlab.headerSize)
+  }
+
+  deinit {
+    pages.withLock { p in
+      // No state is in use (each retains the slab), so none holds a reference.
+      for b in p.blocks { b.deallocate() }
+    }
+  }
+
+  /// The page a state lies in.
+  @inline(__always)
+  private static func page(of s: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer {
+    UnsafeMutableRawPointer(bitPattern: UInt(bitPattern: s) & ~UInt(pageSize - 1))!
+  }
+
+  /// The byte offset of a state's owner entry in its page.
+  @inline(__always)
+  private static func ownerOffset(of s: UnsafeMutableRawPointer, in page: UnsafeMutableRawPointer) -> Int {
+    8 + 8 * ((s - page - headerSize) / MemoryLayout<ContractPassState>.stride)
+  }
+
+  /// The contract that owns a state in use (trapping, in debug builds, on
+  /// a released one).
+  @inline(__always)
+  static func owner(of s: UnsafeMutablePointer<ContractPassState>) -> Unmanaged<ContractState> {
+    let raw = UnsafeMutableRawPointer(s)
+    let p = page(of: raw)
+    let owner = p.load(fromByteOffset: ownerOffset(of: raw, in: p), as: Unmanaged<ContractState>?.self)
+    #if DEBUG
+    precondition(owner != nil, "Ordo: a contract's pass state was used after its contract was released")
+    #endif
+    return owner.unsafelyUnwrapped
+  }
+
+  /// A state, initialized to `state`; its owner is set by ``adopt(_:owner:)``
+  /// before any use.
+  func allocate(_ state: consuming ContractPassState) -> UnsafeMutablePointer<ContractPassState> {
+    let raw: UnsafeMutableRawPointer = pages.withLock { p in
+      if let a = p.free.popLast() { return UnsafeMutableRawPointer(bitPattern: a)! }
+      p.made += 1
+      if p.usedInPage == ContractSlab.perPage {
+        if p.pagesUsed == p.pagesInBlock {
+          // One page first, doubling up to 64 (256 KiB) per block.
+          p.pagesInBlock = min(max(p.pagesInBlock * 2, 1), 64)
+          let b = UnsafeMutableRawPointer.allocate(byteCount: p.pagesInBlock * ContractSlab.pageSize, alignment: ContractSlab.pageSize)
+          p.blocks.append(b)
+          p.pagesUsed = 0
+        }
+        p.page = p.blocks[p.blocks.count - 1] + p.pagesUsed * ContractSlab.pageSize
+        p.page!.storeBytes(of: Unmanaged.passUnretained(self), as: Unmanaged<ContractSlab>.self)
+        p.pagesUsed += 1
+        p.usedInPage = 0
+      }
+      defer { p.usedInPage += 1 }
+      return p.page! + ContractSlab.headerSize + p.usedInPage * MemoryLayout<ContractPassState>.stride
+    }
+    _ = Unmanaged.passRetained(self)
+    let s = raw.bindMemory(to: ContractPassState.self, capacity: 1)
+    s.initialize(to: state)
+    return s
+  }
+
+  /// Records the contract that owns a state (not retained: it owns the state).
+  func adopt(_ r: ContractRef, owner: Unmanaged<ContractState>) {
+    let raw = UnsafeMutableRawPointer(r.state)
+    let p = ContractSlab.page(of: raw)
+    p.storeBytes(of: owner, toByteOffset: ContractSlab.ownerOffset(of: raw, in: p), as: Unmanaged<ContractState>?.self)
+  }
+
+  /// Releases a contract's state (its callback goes with it) for reuse, and
+  /// the slab's retain by it. Called by the contract's deinit.
+  static func release(_ s: UnsafeMutablePointer<ContractPassState>) {
+    let raw = UnsafeMutableRawPointer(s)
+    let p = page(of: raw)
+    let slab = p.load(as: Unmanaged<ContractSlab>.self)
+    s.deinitialize(count: 1)
+    p.storeBytes(of: nil, toByteOffset: ownerOffset(of: raw, in: p), as: Unmanaged<ContractState>?.self)
+    let room = UInt(bitPattern: raw)
+    slab._withUnsafeGuaranteedRef { $0.pages.withLock { $0.free.append(room) } }
+    slab.release()
+  }
+}
