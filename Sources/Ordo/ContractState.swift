@@ -1,7 +1,7 @@
 /// Internal state of a registered contract. What a pass touches is in its
 /// ``ContractPassState``, a line of the graph's ``ContractSlab`` that this
-/// object owns (``hot``); the object keeps the cold rest: 68 bytes with
-/// its header, one 80-byte block.
+/// object owns (``hot``); the object keeps the cold rest: 72 bytes with
+/// its header, one 80-byte block of malloc's.
 final class ContractState {
   /// Its pass state (see ``ContractRef``).
   let hot: ContractRef

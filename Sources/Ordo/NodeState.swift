@@ -105,8 +105,10 @@ struct NodeRef {
   }
 }
 
-/// The contracts a write to a keypath affects: most keypaths have one
-/// reader or none, held without an array. Readers are not retained: every
+/// The contracts a write to a keypath affects, named by their pass states
+/// (``ContractRef``, so that scheduling touches a contract's one line, not
+/// its object): most keypaths have one reader or none, held without an
+/// array. Readers are not retained: every
 /// unregistration makes every reader cache stale (see
 /// ``ContractGraph/readers(_:)``) before the contract can go, and a stale
 /// cache is rebuilt before it is read. (Retained, a stale cache would keep

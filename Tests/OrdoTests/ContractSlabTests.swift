@@ -1,0 +1,80 @@
+import Testing
+
+@testable import Ordo
+
+/// The dense table of contract pass states (``ContractSlab``): one cache
+/// line a contract, found from its object and finding its object back,
+/// reused once released.
+@Suite struct ContractSlabTests {
+  /// What the hot paths touch is one cache line per contract and per key
+  /// node, and a reader cache is one word (it is a field of a node's line).
+  @Test func statesTakeOneLineEach() {
+    #expect(MemoryLayout<ContractPassState>.stride == 64)
+    #expect(MemoryLayout<NodeState>.stride == 64)
+    #expect(MemoryLayout<Readers>.size == 8)
+    #expect(MemoryLayout<TriggerWord>.size == 8)
+  }
+
+  /// States are handed out in registration order, side by side within a
+  /// page, each on a line of its own; each names its contract back.
+  @Test func statesAreConsecutiveAndNameTheirContracts() throws {
+    let bus = Bus()
+    for i in 0..<200 { try bus.register(name: "c\(i)", reads: ["m.k\(i)"]) { _ in } }
+    let contracts = bus.contractGraph.registry.live
+    #expect(contracts.count == 200)
+    var sideBySide = 0
+    for (i, c) in contracts.enumerated() {
+      let address = UInt(bitPattern: c.hot.state)
+      #expect(address % 64 == 0, "contract \(i)'s state starts a cache line")
+      #expect(address % UInt(ContractSlab.pageSize) >= UInt(ContractSlab.headerSize), "contract \(i)'s state is past its page's header")
+      #expect(c.hot.contract === c, "contract \(i)'s state names it")
+      #expect(c.hot.pointee.id == c.id && c.name == "c\(i)")
+      if i > 0 && c.hot.state == contracts[i - 1].hot.state + 1 { sideBySide += 1 }
+    }
+    // 56 states a page: only the first of each page does not follow its
+    // predecessor.
+    #expect(sideBySide >= 199 - 199 / ContractSlab.perPage - 1, "\(sideBySide) of 199 states follow the previous one")
+  }
+
+  /// An unregistered contract's state is reused by the next registration,
+  /// and holds nothing of the old contract.
+  @Test func releasedStatesAreReused() throws {
+    let bus = Bus()
+    let slab = bus.contractGraph.slab
+    for i in 0..<100 { try bus.register(name: "keep\(i)", reads: ["keep.k\(i)"]) { _ in } }
+    var rooms: [Int] = []
+    for round in 0..<5 {
+      let ids = try (0..<100).map { i in try bus.register(name: "tmp\(round).\(i)", reads: ["tmp.k\(i)"], priority: 5) { _ in }.id }
+      for id in ids { try bus.unregister(id) }
+      rooms.append(slab.rooms)
+    }
+    // The first round makes 100 states; the later ones reuse them.
+    #expect(rooms.first == 200 && rooms.allSatisfy { $0 == rooms[0] }, "states made after each round: \(rooms)")
+    let calls = Calls()
+    let fresh = try bus.watch(calls, "fresh", reads: ["tmp.k1"])
+    let c = try #require(bus.contractGraph.contract(fresh.id))
+    #expect(c.hot.pointee.calls == 0 && c.hot.pointee.kind == .data && c.priority == nil && c.hot.pointee.triggers.isEmpty)
+    try bus.transaction { try bus.set("tmp.k1", .int64(1)) }
+    #expect(calls.names == ["fresh"] && c.hot.pointee.calls == 1)
+  }
+
+  /// A contract scheduled by several written keypaths keeps the first in
+  /// its state and the others in its object; it is told of each once, in
+  /// the order they were written, and the next pass starts afresh.
+  @Test func severalTriggers() throws {
+    let bus = Bus()
+    let calls = Calls()
+    try bus.watch(calls, "r", reads: ["a", "b", "c"])
+    try bus.transaction {
+      try bus.set("c", .int64(1))
+      try bus.set("a", .int64(1))
+      try bus.set("c", .int64(2))
+      try bus.set("b", .int64(1))
+    }
+    #expect(calls.all.map(\.changed) == [["c", "a", "b"]])
+    let c = try #require(bus.contractGraph.contract(named: "r"))
+    #expect(c.hot.pointee.triggers.isEmpty && c.moreTriggers.isEmpty, "the pass left no trigger behind")
+    try bus.transaction { try bus.set("b", .int64(2)) }
+    #expect(calls.all.map(\.changed).last == ["b"])
+  }
+}
