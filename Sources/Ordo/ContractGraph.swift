@@ -32,6 +32,9 @@ final class ContractGraph {
   @exclusivity(unchecked) private var deferredLevelSeeds: [ContractState] = []
   /// The contracts' pass states (see ``ContractPassState``).
   let slab = ContractSlab()
+  /// The failed calls of each registered contract that has failed (few do:
+  /// kept here rather than in every contract).
+  var failures: [ContractID: UInt32] = [:]
 
   init(store: Store) { self.store = store }
 
@@ -285,6 +288,7 @@ final class ContractGraph {
   func remove(_ c: ContractState, inPass: Bool, deferLevels: Bool) -> ContractState? {
     let seeds = c.isData ? downstream(c) : []
     byName.remove(c)
+    failures[c.id] = nil
     for r in c.reads { readIndex.remove(r, c) }
     for w in c.writes { writeIndex.remove(w, c) }
     nextGeneration()

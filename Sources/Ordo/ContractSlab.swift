@@ -61,7 +61,7 @@ struct ContractPassState: ~Copyable {
 /// The written keypaths that scheduled a contract in a pass, in one word:
 /// the first one's node state (64-byte aligned, so its low bit is free),
 /// and in that bit whether there are more. The others, rare, are in the
-/// contract object's ``ContractState/moreTriggers``. Not retained: the
+/// slab (``ContractSlab/moreTriggers``). Not retained: the
 /// store keeps its nodes through the pass, and a contract's triggers are
 /// cleared before it is scheduled again, unread.
 struct TriggerWord {
@@ -69,7 +69,7 @@ struct TriggerWord {
 
   /// No trigger.
   @inline(__always) var isEmpty: Bool { bits == 0 }
-  /// More than the first (they are in ``ContractState/moreTriggers``).
+  /// More than the first (they are in ``ContractSlab/moreTriggers``).
   @inline(__always) var hasMore: Bool { bits & 1 != 0 }
 
   /// The first trigger.
@@ -140,6 +140,55 @@ struct ContractRef {
   @inline(__always)
   static func == (a: ContractRef, b: ContractRef) -> Bool { a.state == b.state }
 
+  /// Calls `body` with the slab that holds the state, borrowed.
+  @inline(__always)
+  func withSlab<R>(_ body: (ContractSlab) throws -> R) rethrows -> R {
+    try ContractSlab.slab(of: state)._withUnsafeGuaranteedRef(body)
+  }
+
+  /// Forgets the pass's triggers (the slab's list only when there is one).
+  @inline(__always)
+  func clearTriggers() {
+    if pointee.triggers.hasMore { withSlab { $0.moreTriggers[UInt(bitPattern: state)] = nil } }
+    pointee.triggers.clear()
+  }
+
+  /// Adds a written keypath that scheduled the contract.
+  @inline(__always)
+  func addTrigger(_ n: NodeRef) {
+    if pointee.triggers.isEmpty {
+      pointee.triggers.setFirst(n)
+      return
+    }
+    addAnotherTrigger(n)
+  }
+
+  /// The triggers after the first (``TriggerWord/hasMore``), unique in a
+  /// row: out of line, rare.
+  @inline(never)
+  private func addAnotherTrigger(_ r: NodeRef) {
+    let first = pointee.triggers.first!
+    let key = UInt(bitPattern: state)
+    if !pointee.triggers.hasMore {
+      guard !NodeRef.same(first, r) else { return }
+      withSlab { $0.moreTriggers[key] = [r.node] }
+      pointee.triggers.markMore()
+      return
+    }
+    let n = r.node
+    withSlab { slab in
+      guard slab.moreTriggers[key]?.last !== n else { return }
+      slab.moreTriggers[key, default: []].append(n)
+    }
+  }
+
+  /// Every trigger, in the order they scheduled (first included).
+  var allTriggers: [KeyNode] {
+    guard let first = pointee.triggers.first else { return [] }
+    guard pointee.triggers.hasMore else { return [first.node] }
+    return [first.node] + withSlab { $0.moreTriggers[UInt(bitPattern: state)] ?? [] }
+  }
+
   @inline(__always)
   private func check() {
     #if DEBUG
@@ -193,6 +242,11 @@ final class ContractSlab: @unchecked Sendable {
 
   private let pages = Mutex(Pages())
 
+  /// The triggers after the first of the contracts a running pass has
+  /// more than one for, by state address (see ``TriggerWord``). Touched
+  /// only with the bus's lock held.
+  var moreTriggers: [UInt: [KeyNode]] = [:]
+
   /// The states made so far, in use or free (for tests of the reuse).
   var rooms: Int { pages.withLock { $0.made } }
 
@@ -218,6 +272,12 @@ final class ContractSlab: @unchecked Sendable {
   @inline(__always)
   private static func ownerOffset(of s: UnsafeMutableRawPointer, in page: UnsafeMutableRawPointer) -> Int {
     8 + 8 * ((s - page - headerSize) / MemoryLayout<ContractPassState>.stride)
+  }
+
+  /// The slab that holds a state.
+  @inline(__always)
+  static func slab(of s: UnsafeMutablePointer<ContractPassState>) -> Unmanaged<ContractSlab> {
+    page(of: UnsafeMutableRawPointer(s)).load(as: Unmanaged<ContractSlab>.self)
   }
 
   /// The contract that owns a state in use (trapping, in debug builds, on

@@ -1,21 +1,20 @@
 /// Internal state of a registered contract. What a pass touches is in its
 /// ``ContractPassState``, a line of the graph's ``ContractSlab`` that this
-/// object owns (``hot``); the object keeps the cold rest: 72 bytes with
-/// its header, one 80-byte block of malloc's.
+/// object owns (``hot``); the object keeps the cold rest: 56 bytes with
+/// its header, one 64-byte block of malloc's. (Rarer still: a failing
+/// contract's count of failures is in the graph, ``ContractGraph/failures``,
+/// and the triggers after the first of a pass in the slab, beside the
+/// states.)
 final class ContractState {
   /// Its pass state (see ``ContractRef``).
   let hot: ContractRef
   // Statistics, cold.
-  var failures: UInt32 = 0
   /// Bit i: read pattern i was read through (patterns beyond 32 are not tracked).
   var usedReads: UInt32 = 0
   /// Bit i: write pattern i was written through.
   var usedWrites: UInt32 = 0
   let name: String
   private let patterns: PatternStore
-  /// The triggers after the first, when a pass has more than one for it
-  /// (see ``TriggerWord``).
-  var moreTriggers: [KeyNode] = []
 
   init(
     id: ContractID, name: String, reads: [CPattern], writes: [CPattern], priority: Int32?, slab: ContractSlab,
@@ -62,47 +61,6 @@ final class ContractState {
   /// Forgets the pass's triggers.
   @inline(__always)
   func clearTriggers() { hot.clearTriggers() }
-
-  /// The triggers after the first (``TriggerWord/hasMore``), unique in a
-  /// row: out of line, rare.
-  @inline(never)
-  func addAnotherTrigger(_ r: NodeRef) {
-    let first = hot.pointee.triggers.first!
-    if !hot.pointee.triggers.hasMore {
-      guard !NodeRef.same(first, r) else { return }
-      moreTriggers = [r.node]
-      hot.pointee.triggers.markMore()
-      return
-    }
-    let n = r.node
-    guard moreTriggers.last !== n else { return }
-    moreTriggers.append(n)
-  }
-
-  /// Every trigger, in the order they scheduled (first included).
-  var allTriggers: [KeyNode] {
-    guard let first = hot.pointee.triggers.first else { return [] }
-    return [first.node] + (hot.pointee.triggers.hasMore ? moreTriggers : [])
-  }
-}
-
-extension ContractRef {
-  /// Forgets the pass's triggers (the object's list only when there is one).
-  @inline(__always)
-  func clearTriggers() {
-    if pointee.triggers.hasMore { withContract { $0.moreTriggers = [] } }
-    pointee.triggers.clear()
-  }
-
-  /// Adds a written keypath that scheduled the contract.
-  @inline(__always)
-  func addTrigger(_ n: NodeRef) {
-    if pointee.triggers.isEmpty {
-      pointee.triggers.setFirst(n)
-      return
-    }
-    withContract { $0.addAnotherTrigger(n) }
-  }
 }
 
 /// A contract's place in the pass order: phase and rank (priority or level,

@@ -289,7 +289,7 @@ final class PassRunner {
     guard let first = t.first else { return [] }
     guard t.hasMore else { return [first.with { $0.key }] }
     var seen = Set<String>()
-    return c.contract.allTriggers.map(\.key).filter { seen.insert($0).inserted }
+    return c.allTriggers.map(\.key).filter { seen.insert($0).inserted }
   }
 
   /// Ends the pass; returns the contracts unregistered during it.
@@ -351,7 +351,7 @@ final class PassRunner {
         note.prepare(c.pointee.id, node: u)
         return true
       }
-      keys = changedKeypaths(of: c.contract.allTriggers)
+      keys = changedKeypaths(of: c.allTriggers)
     } else {
       keys = []
     }
@@ -423,7 +423,7 @@ final class PassRunner {
   /// Counts and reports a callback's failure. Lock held.
   @inline(never)
   private func failed(_ c: ContractState, _ txn: UInt64, _ failure: any Error) {
-    c.failures += 1
+    graph.failures[c.id, default: 0] += 1
     failures += 1
     let message = String(describing: failure)
     lastFailure = message

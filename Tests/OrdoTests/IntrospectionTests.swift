@@ -80,6 +80,22 @@ import Testing
     #expect(bus.statistics == BusStatistics(contracts: 2, transactions: 2, notifications: 3, failures: 2, rollbacks: 1, values: 2))
   }
 
+  /// Each contract counts its own failed calls; a contract registered
+  /// again under the name of one that failed starts from none.
+  @Test func failuresPerContract() throws {
+    let bus = Bus()
+    let a = try bus.register(name: "a", reads: ["k"]) { _ in }
+    let b = try bus.register(name: "b", reads: ["k"]) { _ in throw Boom() }
+    for i in 1...3 { try bus.commitWith { try bus.set("k", .int64(Int64(i))) } }
+    #expect(bus.contract(a.id)?.failures == 0 && bus.contract(a.id)?.calls == 3)
+    #expect(bus.contract(b.id)?.failures == 3 && bus.contract(b.id)?.calls == 3)
+    try bus.unregister(b.id)
+    let again = try bus.register(name: "b", reads: ["k"]) { _ in }
+    try bus.commitWith { try bus.set("k", .int64(4)) }
+    #expect(bus.contract(again.id)?.failures == 0 && bus.contract(again.id)?.calls == 1)
+    #expect(bus.contractGraph.failures.isEmpty, "an unregistered contract's count goes with it")
+  }
+
   @Test func snapshotReadsOneMoment() throws {
     let bus = Bus()
     try bus.commitWith {
