@@ -32,9 +32,8 @@ struct ContractPassState: ~Copyable {
   var calledSerial: UInt32 = 0
   var calls: UInt64 = 0
   var lastTransaction: UInt64 = 0
-  /// A constant, so that a pass calls it borrowed, without a retain and a
-  /// release per call (`ordo-bench --profile delivery-handles`: 56
-  /// instructions of 700 per change). It goes with the contract: the
+  /// A constant, called in place by ``invoke(_:)``, without a retain and a
+  /// release per call. It goes with the contract: the
   /// registry lets an unregistered contract go at once, or when the pass or
   /// its own call that names it ends (see ``Registry``); nothing else
   /// retains a contract.
@@ -334,6 +333,11 @@ final class ContractSlab: @unchecked Sendable {
     let raw = UnsafeMutableRawPointer(s)
     let p = page(of: raw)
     let slab = p.load(as: Unmanaged<ContractSlab>.self)
+    // Every pass clears the triggers of what it scheduled, and an
+    // unregistration those of its contract: the slab's list of further
+    // triggers names no released state (it is not touched here, where the
+    // bus's lock may not be held).
+    assert(s.pointee.triggers.isEmpty, "a contract was released with the triggers of a pass")
     s.deinitialize(count: 1)
     p.storeBytes(of: nil, toByteOffset: ownerOffset(of: raw, in: p), as: Unmanaged<ContractState>?.self)
     let room = UInt(bitPattern: raw)
