@@ -1,8 +1,9 @@
-/// A reference that does not keep its object alive: the one way the core
-/// names an object it does not own (a key node in the journal, a contract in
-/// a schedule or a reader cache). Every use states an invariant of the
-/// owner — "the object outlives this reference" — which
-/// `docs/reliability.md` lists, owner by owner.
+/// A reference that does not keep its object alive: how the core names an
+/// object it does not own where it names the object itself (the debug
+/// check of an ``UnretainedTable``'s entries); the hot paths name key nodes
+/// and contracts by their states instead (``NodeRef``, ``ContractRef``).
+/// Every use states an invariant of the owner — "the object outlives this
+/// reference" — which `docs/reliability.md` lists, owner by owner.
 ///
 /// In debug builds the reference also keeps a weak reference and checks on
 /// every use that the object is still alive, so a broken invariant traps at
