@@ -91,7 +91,7 @@ struct TriggerWord {
 /// every use checks that the state still belongs to a live contract (a
 /// released state's owner entry is cleared), so a broken invariant traps at
 /// the use.
-struct ContractRef {
+struct ContractRef: Equatable {
   let state: UnsafeMutablePointer<ContractPassState>
 
   @inline(__always)
@@ -135,9 +135,6 @@ struct ContractRef {
   func withContract<R>(_ body: (ContractState) throws -> R) rethrows -> R {
     try ContractSlab.owner(of: state)._withUnsafeGuaranteedRef(body)
   }
-
-  @inline(__always)
-  static func == (a: ContractRef, b: ContractRef) -> Bool { a.state == b.state }
 
   /// Calls `body` with the slab that holds the state, borrowed.
   @inline(__always)

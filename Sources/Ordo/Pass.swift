@@ -208,7 +208,7 @@ final class PassRunner {
     let afterKey = after.key
     let a = after.hot
     forEachReader(changedBy: i) { r in
-      guard r.pointee.registered, r.pointee.calledSerial != serial, !(r == a), !(r.key < afterKey) else { return }
+      guard r.pointee.registered, r.pointee.calledSerial != serial, r != a, !(r.key < afterKey) else { return }
       trigger(r, by: n)
     }
   }
