@@ -34,7 +34,7 @@ final class ContractGraph {
   let slab = ContractSlab()
   /// The failed calls of each registered contract that has failed (few do:
   /// kept here rather than in every contract).
-  var failures: [ContractID: UInt32] = [:]
+  var failures: [ContractID: UInt64] = [:]
 
   init(store: Store) { self.store = store }
 

@@ -10,7 +10,7 @@ extension Bus {
       ContractInfo(
         id: c.id, name: c.name, kind: c.kind, reads: c.reads.map(store.text), writes: c.writes.map(store.text),
         priority: c.priority, level: c.level, position: i, calls: c.hot.pointee.calls, lastTransaction: c.hot.pointee.lastTransaction,
-        failures: UInt64(contractGraph.failures[c.id] ?? 0),
+        failures: contractGraph.failures[c.id] ?? 0,
         unusedReads: c.reads.enumerated().filter { c.usedReads & ContractState.bit($0.offset) == 0 }.map { store.text($0.element) },
         unusedWrites: c.writes.enumerated().filter { c.usedWrites & ContractState.bit($0.offset) == 0 }.map { store.text($0.element) })
     }
