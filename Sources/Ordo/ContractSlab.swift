@@ -166,7 +166,7 @@ struct ContractRef: Equatable {
     let first = pointee.triggers.first!
     let key = UInt(bitPattern: state)
     if !pointee.triggers.hasMore {
-      guard !NodeRef.same(first, r) else { return }
+      guard first != r else { return }
       withSlab { $0.moreTriggers[key] = [r.node] }
       pointee.triggers.markMore()
       return

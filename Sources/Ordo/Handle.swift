@@ -47,7 +47,7 @@ public struct Handle: @unchecked Sendable, Hashable, CustomStringConvertible {
   public var description: String { node.key }
 
   /// Handles are equal when they name the same keypath of the same bus.
-  public static func == (a: Handle, b: Handle) -> Bool { NodeRef.same(a.ref, b.ref) }
+  public static func == (a: Handle, b: Handle) -> Bool { a.ref == b.ref }
   /// Hashes the node's identity.
   public func hash(into h: inout Hasher) { h.combine(UnsafeRawPointer(ref.state)) }
 }

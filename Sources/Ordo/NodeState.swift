@@ -54,7 +54,7 @@ struct NodeState {
 /// In debug builds every use checks that the state still belongs to a live
 /// node (a released state is marked), so a broken invariant traps at the
 /// use.
-struct NodeRef {
+struct NodeRef: Equatable {
   let state: UnsafeMutablePointer<NodeState>
 
   @inline(__always)
@@ -79,10 +79,6 @@ struct NodeRef {
     check()
     return try state.pointee.node._withUnsafeGuaranteedRef(body)
   }
-
-  /// Whether two references name the same node.
-  @inline(__always)
-  static func same(_ a: NodeRef, _ b: NodeRef) -> Bool { a.state == b.state }
 
   /// The key as NUL-terminated UTF-8, made the first time it is asked and
   /// valid while the node lives. Asked only while a pass calls contracts,

@@ -24,16 +24,6 @@ struct Unretained<T: AnyObject> {
     #endif
   }
 
-  /// Names the object of an unmanaged reference (the caller vouches that it
-  /// is alive).
-  @inline(__always)
-  init(_ u: Unmanaged<T>) {
-    ref = u
-    #if DEBUG
-    alive = u.takeUnretainedValue()
-    #endif
-  }
-
   /// The object, as a strong reference for the caller's scope.
   @inline(__always)
   var object: T {
@@ -41,12 +31,6 @@ struct Unretained<T: AnyObject> {
     return ref.takeUnretainedValue()
   }
 
-  /// Calls `body` with the object borrowed (no retain or release).
-  @inline(__always)
-  func with<R>(_ body: (T) throws -> R) rethrows -> R {
-    check()
-    return try ref._withUnsafeGuaranteedRef(body)
-  }
 
   @inline(__always)
   private func check() {
