@@ -208,35 +208,20 @@ struct PackedContractRef {
   var ref: ContractRef { ContractRef(bits.toOpaque().assumingMemoryBound(to: ContractPassState.self)) }
 }
 
-/// The dense table of a graph's contract states. The table is made of
-/// 4 KiB pages, each aligned to its size: the first 512 bytes of a page
-/// hold the slab (unretained) and the owner of each of the page's 56
-/// states, the rest the states, 64 bytes each. So a state finds its owner
-/// and its slab from its own address. Pages come in blocks, in the order
+/// The dense table of a graph's contract states (``LineRooms`` with a
+/// 512-byte header per page): the header holds the slab (unretained) and
+/// the owner of each of the page's 56 states, so a state finds its owner
+/// and its slab from its own address. States are handed out in the order
 /// contracts register, a released state reused by the next. Every state in
 /// use retains the slab, so the slab goes with its last contract (a
 /// contract can be released without the bus's lock, after its graph);
 /// hence also the mutex.
 final class ContractSlab: @unchecked Sendable {
-  static let pageSize = 4_096
   static let headerSize = 512
-  static let perPage = (pageSize - headerSize) / MemoryLayout<ContractPassState>.stride
+  /// States per page.
+  static let perPage = (LineRooms.pageSize - headerSize) / LineRooms.lineSize
 
-  private struct Pages {
-    var blocks: [UnsafeMutableRawPointer] = []
-    /// Pages of the last block, and how many of them are in use.
-    var pagesInBlock = 0
-    var pagesUsed = 0
-    /// States handed out of the current page.
-    var usedInPage = perPage
-    var page: UnsafeMutableRawPointer?
-    /// States handed out, ever (released ones included).
-    var made = 0
-    /// Released states, by address.
-    var free: [UInt] = []
-  }
-
-  private let pages = Mutex(Pages())
+  private let table = Mutex(LineRooms(headerSize: ContractSlab.headerSize))
 
   /// The triggers after the first of the contracts a running pass has
   /// more than one for, by state address (see ``TriggerWord``). Touched
@@ -244,45 +229,35 @@ final class ContractSlab: @unchecked Sendable {
   var moreTriggers: [UInt: [KeyNode]] = [:]
 
   /// The states made so far, in use or free (for tests of the reuse).
-  var rooms: Int { pages.withLock { $0.made } }
+  var rooms: Int { table.withLock { $0.made } }
 
   init() {
-    precondition(MemoryLayout<ContractPassState>.stride == 64, "a contract's pass state takes one cache line")
-    precondition(8 + 8 * ContractSlab.perPage <= ContractSlab.headerSize)
+    precondition(MemoryLayout<ContractPassState>.stride == LineRooms.lineSize, "a contract's pass state takes one cache line")
+    precondition(8 + 8 * ContractSlab.perPage <= ContractSlab.headerSize, "a page's header names its slab and every state's owner")
   }
 
   deinit {
-    pages.withLock { p in
-      // No state is in use (each retains the slab), so none holds a reference.
-      for b in p.blocks { b.deallocate() }
-    }
-  }
-
-  /// The page a state lies in.
-  @inline(__always)
-  private static func page(of s: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer {
-    UnsafeMutableRawPointer(bitPattern: UInt(bitPattern: s) & ~UInt(pageSize - 1))!
+    // No state is in use (each retains the slab), so none holds a reference.
+    table.withLock { $0.deallocate() }
   }
 
   /// The byte offset of a state's owner entry in its page.
   @inline(__always)
-  private static func ownerOffset(of s: UnsafeMutableRawPointer, in page: UnsafeMutableRawPointer) -> Int {
-    8 + 8 * ((s - page - headerSize) / MemoryLayout<ContractPassState>.stride)
+  private static func ownerOffset(of s: UnsafeRawPointer) -> Int {
+    8 + 8 * LineRooms.index(of: s, headerSize: headerSize)
   }
 
   /// The slab that holds a state.
   @inline(__always)
   static func slab(of s: UnsafeMutablePointer<ContractPassState>) -> Unmanaged<ContractSlab> {
-    page(of: UnsafeMutableRawPointer(s)).load(as: Unmanaged<ContractSlab>.self)
+    LineRooms.page(of: s).load(as: Unmanaged<ContractSlab>.self)
   }
 
   /// The contract that owns a state in use (trapping, in debug builds, on
   /// a released one).
   @inline(__always)
   static func owner(of s: UnsafeMutablePointer<ContractPassState>) -> Unmanaged<ContractState> {
-    let raw = UnsafeMutableRawPointer(s)
-    let p = page(of: raw)
-    let owner = p.load(fromByteOffset: ownerOffset(of: raw, in: p), as: Unmanaged<ContractState>?.self)
+    let owner = LineRooms.page(of: s).load(fromByteOffset: ownerOffset(of: s), as: Unmanaged<ContractState>?.self)
     #if DEBUG
     precondition(owner != nil, "Ordo: a contract's pass state was used after its contract was released")
     #endif
@@ -292,25 +267,8 @@ final class ContractSlab: @unchecked Sendable {
   /// A state, initialized to `state`; its owner is set by ``adopt(_:owner:)``
   /// before any use.
   func allocate(_ state: consuming ContractPassState) -> UnsafeMutablePointer<ContractPassState> {
-    let raw: UnsafeMutableRawPointer = pages.withLock { p in
-      if let a = p.free.popLast() { return UnsafeMutableRawPointer(bitPattern: a)! }
-      p.made += 1
-      if p.usedInPage == ContractSlab.perPage {
-        if p.pagesUsed == p.pagesInBlock {
-          // One page first, doubling up to 64 (256 KiB) per block.
-          p.pagesInBlock = min(max(p.pagesInBlock * 2, 1), 64)
-          let b = UnsafeMutableRawPointer.allocate(byteCount: p.pagesInBlock * ContractSlab.pageSize, alignment: ContractSlab.pageSize)
-          p.blocks.append(b)
-          p.pagesUsed = 0
-        }
-        p.page = p.blocks[p.blocks.count - 1] + p.pagesUsed * ContractSlab.pageSize
-        p.page!.storeBytes(of: Unmanaged.passUnretained(self), as: Unmanaged<ContractSlab>.self)
-        p.pagesUsed += 1
-        p.usedInPage = 0
-      }
-      defer { p.usedInPage += 1 }
-      return p.page! + ContractSlab.headerSize + p.usedInPage * MemoryLayout<ContractPassState>.stride
-    }
+    let me = Unmanaged.passUnretained(self)
+    let raw = table.withLock { $0.take { page in page.storeBytes(of: me, as: Unmanaged<ContractSlab>.self) } }
     _ = Unmanaged.passRetained(self)
     let s = raw.bindMemory(to: ContractPassState.self, capacity: 1)
     s.initialize(to: state)
@@ -319,26 +277,22 @@ final class ContractSlab: @unchecked Sendable {
 
   /// Records the contract that owns a state (not retained: it owns the state).
   func adopt(_ r: ContractRef, owner: Unmanaged<ContractState>) {
-    let raw = UnsafeMutableRawPointer(r.state)
-    let p = ContractSlab.page(of: raw)
-    p.storeBytes(of: owner, toByteOffset: ContractSlab.ownerOffset(of: raw, in: p), as: Unmanaged<ContractState>?.self)
+    LineRooms.page(of: r.state).storeBytes(of: owner, toByteOffset: ContractSlab.ownerOffset(of: r.state), as: Unmanaged<ContractState>?.self)
   }
 
   /// Releases a contract's state (its callback goes with it) for reuse, and
   /// the slab's retain by it. Called by the contract's deinit.
   static func release(_ s: UnsafeMutablePointer<ContractPassState>) {
-    let raw = UnsafeMutableRawPointer(s)
-    let p = page(of: raw)
-    let slab = p.load(as: Unmanaged<ContractSlab>.self)
+    let slab = ContractSlab.slab(of: s)
     // Every pass clears the triggers of what it scheduled, and an
     // unregistration those of its contract: the slab's list of further
     // triggers names no released state (it is not touched here, where the
     // bus's lock may not be held).
     assert(s.pointee.triggers.isEmpty, "a contract was released with the triggers of a pass")
     s.deinitialize(count: 1)
-    p.storeBytes(of: nil, toByteOffset: ownerOffset(of: raw, in: p), as: Unmanaged<ContractState>?.self)
-    let room = UInt(bitPattern: raw)
-    slab._withUnsafeGuaranteedRef { $0.pages.withLock { $0.free.append(room) } }
+    LineRooms.page(of: s).storeBytes(of: nil, toByteOffset: ownerOffset(of: s), as: Unmanaged<ContractState>?.self)
+    let room = UInt(bitPattern: s)
+    slab._withUnsafeGuaranteedRef { $0.table.withLock { $0.give(room) } }
     slab.release()
   }
 }

@@ -135,60 +135,35 @@ enum Readers {
   }
 }
 
-/// The dense table of a store's node states: blocks of states handed out
-/// in the order nodes are made (so consecutive keypaths have consecutive
-/// states), a released state reused by the next node. Retained by every
-/// node: a node can outlive its store (a handle's node is kept by the bus's
-/// link, a notification's by the copies of its changed keypaths), and nodes
-/// can then be released on any thread, hence the mutex. The blocks go when
-/// the last node does.
+/// The dense table of a store's node states (``LineRooms`` without page
+/// headers): states handed out in the order nodes are made (so consecutive
+/// keypaths have consecutive states), a released state reused by the next
+/// node. Retained by every node: a node can outlive its store (a handle's
+/// node is kept by the bus's link, a notification's by the copies of its
+/// changed keypaths), and nodes can then be released on any thread, hence
+/// the mutex. The pages go when the last node does.
 final class NodeSlab: @unchecked Sendable {
-  private struct Blocks {
-    var blocks: [UnsafeMutablePointer<NodeState>] = []
-    /// States handed out of the last block.
-    var used = 0
-    var capacity = 0
-    /// Rooms handed out of the blocks, ever (released ones included).
-    var made = 0
-    /// Released rooms, by address.
-    var free: [UInt] = []
-  }
-
-  private let blocks = Mutex(Blocks())
+  private let table = Mutex(LineRooms(headerSize: 0))
 
   /// The rooms made so far, in use or free (for tests of the reuse).
-  var rooms: Int { blocks.withLock { $0.made } }
+  var rooms: Int { table.withLock { $0.made } }
 
   /// Marks a released state in debug builds (its generation; a live
   /// state's is a graph generation, or ``NodeState/noGeneration``).
   static let released = UInt32.max - 1
 
-  init() {}
+  init() {
+    precondition(MemoryLayout<NodeState>.stride == LineRooms.lineSize, "a key node's state takes one cache line")
+  }
 
   deinit {
-    blocks.withLock { b in
-      // No node is left, so every state is released and holds no reference.
-      for p in b.blocks { UnsafeMutableRawPointer(p).deallocate() }
-    }
+    // No node is left, so every state is released and holds no reference.
+    table.withLock { $0.deallocate() }
   }
 
   /// Room for one state, uninitialized.
   func allocate() -> UnsafeMutablePointer<NodeState> {
-    blocks.withLock { b in
-      if let p = b.free.popLast() { return UnsafeMutablePointer(bitPattern: p)! }
-      if b.used == b.capacity {
-        // 64 states first, doubling up to 4 096 (256 KiB) per block.
-        b.capacity = min(max(b.capacity * 2, 64), 4_096)
-        let raw = UnsafeMutableRawPointer.allocate(byteCount: b.capacity * MemoryLayout<NodeState>.stride, alignment: 64)
-        b.blocks.append(raw.bindMemory(to: NodeState.self, capacity: b.capacity))
-        b.used = 0
-      }
-      defer {
-        b.used += 1
-        b.made += 1
-      }
-      return b.blocks[b.blocks.count - 1] + b.used
-    }
+    table.withLock { $0.take() }.bindMemory(to: NodeState.self, capacity: 1)
   }
 
   /// Releases a node's state: its reader cache and C string go, and the
@@ -207,6 +182,6 @@ final class NodeSlab: @unchecked Sendable {
     #endif
     // The room holds no reference now; it is kept by its address.
     let room = UInt(bitPattern: p)
-    blocks.withLock { $0.free.append(room) }
+    table.withLock { $0.give(room) }
   }
 }

@@ -26,7 +26,7 @@ import Testing
     for (i, c) in contracts.enumerated() {
       let address = UInt(bitPattern: c.hot.state)
       #expect(address % 64 == 0, "contract \(i)'s state starts a cache line")
-      #expect(address % UInt(ContractSlab.pageSize) >= UInt(ContractSlab.headerSize), "contract \(i)'s state is past its page's header")
+      #expect(address % UInt(LineRooms.pageSize) >= UInt(ContractSlab.headerSize), "contract \(i)'s state is past its page's header")
       #expect(c.hot.contract === c, "contract \(i)'s state names it")
       #expect(c.hot.pointee.id == c.id && c.name == "c\(i)")
       if i > 0 && c.hot.state == contracts[i - 1].hot.state + 1 { sideBySide += 1 }

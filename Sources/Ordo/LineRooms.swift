@@ -1,0 +1,78 @@
+/// The rooms of a dense table of 64-byte states, one cache line each: the
+/// allocator behind ``NodeSlab`` and ``ContractSlab``. Rooms are handed out
+/// in order from 4 KiB pages, each aligned to its size (so a room finds its
+/// page from its own address), in blocks of one page doubling up to 64
+/// (256 KiB); a released room is reused by the next. Each page may start
+/// with a header of `headerSize` bytes, which the table writes when the
+/// page is made (``take(newPage:)``). Not thread-safe: its table guards it.
+struct LineRooms {
+  static let pageSize = 4_096
+  static let lineSize = 64
+
+  /// The bytes at the start of each page that hold no room.
+  let headerSize: Int
+  /// Rooms per page.
+  let perPage: Int
+  /// Rooms handed out, ever (released ones included): for tests of the reuse.
+  private(set) var made = 0
+  private var blocks: [UnsafeMutableRawPointer] = []
+  /// Pages of the last block, and how many of them are in use.
+  private var pagesInBlock = 0
+  private var pagesUsed = 0
+  /// The page rooms are handed out of, and how many it has handed out.
+  private var page: UnsafeMutableRawPointer?
+  private var usedInPage: Int
+  /// Released rooms, by address.
+  private var free: [UInt] = []
+
+  init(headerSize: Int) {
+    precondition(headerSize % LineRooms.lineSize == 0 && headerSize < LineRooms.pageSize)
+    self.headerSize = headerSize
+    perPage = (LineRooms.pageSize - headerSize) / LineRooms.lineSize
+    usedInPage = perPage
+  }
+
+  /// The page a room lies in.
+  @inline(__always)
+  static func page(of room: UnsafeRawPointer) -> UnsafeMutableRawPointer {
+    UnsafeMutableRawPointer(bitPattern: UInt(bitPattern: room) & ~UInt(pageSize - 1)).unsafelyUnwrapped
+  }
+
+  /// A room's place among its page's rooms.
+  @inline(__always)
+  static func index(of room: UnsafeRawPointer, headerSize: Int) -> Int {
+    (UnsafeRawPointer(page(of: room)).distance(to: room) - headerSize) / lineSize
+  }
+
+  /// A room, uninitialized: a released one, or the next of the current
+  /// page. `newPage` is called with the start of each page made for it.
+  mutating func take(newPage: (UnsafeMutableRawPointer) -> Void = { _ in }) -> UnsafeMutableRawPointer {
+    if let r = free.popLast() { return UnsafeMutableRawPointer(bitPattern: r).unsafelyUnwrapped }
+    if usedInPage == perPage {
+      if pagesUsed == pagesInBlock {
+        pagesInBlock = min(max(pagesInBlock * 2, 1), 64)
+        blocks.append(.allocate(byteCount: pagesInBlock * LineRooms.pageSize, alignment: LineRooms.pageSize))
+        pagesUsed = 0
+      }
+      let p = blocks[blocks.count - 1] + pagesUsed * LineRooms.pageSize
+      newPage(p)
+      page = p
+      pagesUsed += 1
+      usedInPage = 0
+    }
+    defer {
+      usedInPage += 1
+      made += 1
+    }
+    return page.unsafelyUnwrapped + headerSize + usedInPage * LineRooms.lineSize
+  }
+
+  /// Gives a room back (deinitialized, holding no reference) for reuse, by
+  /// its address.
+  mutating func give(_ room: UInt) { free.append(room) }
+
+  /// Frees every page (no room may be in use).
+  func deallocate() {
+    for b in blocks { b.deallocate() }
+  }
+}
