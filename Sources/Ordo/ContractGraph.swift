@@ -85,12 +85,12 @@ final class ContractGraph {
     }
   }
 
-  /// The contracts whose read sets a write to a target affects (a target
-  /// the store does not have yet has no cache).
-  func forEachReader(affectedBy t: Target, _ body: (ContractState) -> Void) {
+  /// The contracts whose read sets a write to a target affects, by their
+  /// pass states (a target the store does not have yet has no cache).
+  func forEachReader(affectedBy t: Target, _ body: (ContractRef) -> Void) {
     switch t {
-    case .node(let n): readers(n).forEach { $0.withContract(body) }
-    case .new(_, _, let ids): readIndex.forEachReader(affectedBy: ids, body)
+    case .node(let n): readers(n).forEach(body)
+    case .new(_, _, let ids): readIndex.forEachReader(affectedBy: ids) { body($0.hot) }
     }
   }
 

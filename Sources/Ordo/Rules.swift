@@ -32,13 +32,16 @@ enum Rules {
       }
       throw OrdoError(.contractViolation, "contract \"\(c.name)\" may not \(what): \(set)")
     }
+    // Readers compared by their pass states' order keys: a contract's
+    // object is read only for the message.
     let key = c.key
-    var earlier: ContractState?
+    var earlier: (ref: ContractRef, key: OrderKey)?
     graph.forEachReader(affectedBy: t) { r in
-      if r !== c, r.key < key, earlier == nil || r.key < earlier!.key { earlier = r }
+      let rk = r.key
+      if rk < key, earlier.map({ rk < $0.key }) ?? true { earlier = (r, rk) }
     }
     if let e = earlier {
-      throw OrdoError(.stability, "contract \"\(c.name)\" may not \(op.name) \"\(k)\": contract \"\(e.name)\", placed before it in the pass, reads it")
+      throw OrdoError(.stability, "contract \"\(c.name)\" may not \(op.name) \"\(k)\": contract \"\(e.ref.contract.name)\", placed before it in the pass, reads it")
     }
     c.usedWrites |= ContractState.bit(i)
   }
