@@ -85,7 +85,7 @@ class SilentWriters(DBusTest):
         self.assertEqual([x[1] for x in w.calls], [1])
         # The peer shows it is alive (any method call): called and awaited again.
         answering.set()
-        w.peer.call("Stats")
+        w.call("Stats")
         self.assertFalse({x["name"]: x for x in c.contracts()}["norm"]["suspended"])
         self.assertEqual(c.commit({"in.a": ("x", 3)}), 3)
         self.assertEqual(w.wait_replies(1), [("norm", 3, "ok")])

@@ -37,6 +37,10 @@ class WriterPeer:
         self.errors = []
         self._stop = threading.Event()
         self._thread = None
+        # One reader of the connection at a time: jeepney's blocking
+        # connection is not thread-safe, and a reply read by the other
+        # thread is dropped (its caller then times out).
+        self._lock = threading.Lock()
 
     def add(self, name, reads, writes, answer, options=None):
         path = self.peer.register(name, reads, writes, options)
@@ -52,7 +56,8 @@ class WriterPeer:
         try:
             while not self._stop.is_set():
                 try:
-                    path, txn, changed, values = self.peer.next_notify(timeout=0.1)
+                    with self._lock:
+                        path, txn, changed, values = self.peer.next_notify(timeout=0.1)
                 except TimeoutError:
                     continue
                 name, answer = self.answers[path]
@@ -62,13 +67,19 @@ class WriterPeer:
                     continue
                 s, touch, remove = a
                 try:
-                    self.peer.call("Complete", "ota{sv}asas", path, txn, s, list(touch), list(remove))
+                    self.call("Complete", "ota{sv}asas", path, txn, s, list(touch), list(remove))
                     self.replies.append((name, txn, "ok"))
                 except RemoteError as e:
                     self.replies.append((name, txn, e.name))
         except Exception as e:  # noqa: BLE001 - reported by the test
             if not self._stop.is_set():
                 self.errors.append(e)
+
+    def call(self, member, sig="", *args):
+        """A method call on the writer's connection, from any thread (a
+        Notify that arrives meanwhile is queued for the writer's thread)."""
+        with self._lock:
+            return self.peer.call(member, sig, *args)
 
     def wait_replies(self, n, timeout=10):
         deadline = time.monotonic() + timeout
