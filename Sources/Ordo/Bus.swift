@@ -30,6 +30,7 @@ public final class Bus: @unchecked Sendable {
     contractGraph = ContractGraph(store: store)
     passes = PassRunner(gate: gate, store: store, graph: contractGraph)
     link.attach(self)
+    store.slab.attach(link)
   }
 
   deinit {

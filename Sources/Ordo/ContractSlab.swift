@@ -55,6 +55,25 @@ struct ContractPassState: ~Copyable {
     self.rank = rank
     self.callback = callback
   }
+
+  /// Where, in a state, the callback's context lies: a closure is two
+  /// words, its function and its context (what it captured, or 0), and the
+  /// callback is the state's last field. ``ContractSlab`` checks it for
+  /// every state it stores (see ``ContractRef/warmCallback(_:)``).
+  static let callbackContextOffset = 56
+
+  /// Whether ``callbackContextOffset`` is right: a state whose callback
+  /// captures one object only (a closure's context is then that object)
+  /// holds the object's address there. Checked once, by the first slab.
+  static let callbackContextOffsetHolds: Bool = {
+    final class Probe: Sendable { let id = 1 }
+    let probe = Probe()
+    let p = UnsafeMutablePointer<ContractPassState>.allocate(capacity: 1)
+    defer { p.deinitialize(count: 1); p.deallocate() }
+    p.initialize(to: ContractPassState(id: 1, kind: .data, rank: 0) { _ in _ = probe.id })
+    let word = UnsafeRawPointer(p).load(fromByteOffset: callbackContextOffset, as: UInt.self)
+    return word == UInt(bitPattern: Unmanaged.passUnretained(probe).toOpaque())
+  }()
 }
 
 /// The written keypaths that scheduled a contract in a pass, in one word:
@@ -121,6 +140,24 @@ struct ContractRef: Equatable {
       let phase: UInt64 = kind == .priority ? 0 : (kind == .data ? 1 : 2)
       return OrderKey(high: phase << 32 | UInt64(UInt32(bitPattern: pointee.rank) ^ 0x8000_0000), seq: pointee.id)
     }
+  }
+
+  /// Starts fetching the first line of what the callback captured, so that
+  /// the call does not wait for it. Called when the pass schedules the
+  /// contract: the fetches of a commit's contracts then overlap (the
+  /// scheduling loop does not depend on them), where each call would
+  /// otherwise wait for its own, one after the other. A C contract's
+  /// callback captures its shim object, which its call reads first: at
+  /// 100 000 contracts that wait was a sixth of a C commit
+  /// (`Benchmarks/profile.sh c-scale`, docs/performance.md). The load's
+  /// value only feeds a branch that is never taken (an object's first
+  /// word, its type, is never 0), which the compiler cannot drop: the
+  /// result is that impossible case, and nothing waits for it.
+  @inline(__always)
+  func warmCallback() -> Bool {
+    let context = UnsafeRawPointer(state).load(fromByteOffset: ContractPassState.callbackContextOffset, as: UInt.self)
+    guard let p = UnsafeRawPointer(bitPattern: context) else { return false }
+    return p.load(as: UInt.self) == 0
   }
 
   /// The contract object whose state this is (from its page's owner table:
@@ -233,6 +270,7 @@ final class ContractSlab: @unchecked Sendable {
 
   init() {
     precondition(MemoryLayout<ContractPassState>.stride == LineRooms.lineSize, "a contract's pass state takes one cache line")
+    precondition(ContractPassState.callbackContextOffsetHolds, "a contract's pass state holds its callback's context where the pass reads it")
     precondition(8 + 8 * ContractSlab.perPage <= ContractSlab.headerSize, "a page's header names its slab and every state's owner")
   }
 
@@ -241,7 +279,7 @@ final class ContractSlab: @unchecked Sendable {
     table.withLock { $0.deallocate() }
   }
 
-  /// The byte offset of a state's owner entry in its page.
+  /// The byte offset of a state's owner entry in its page's header.
   @inline(__always)
   private static func ownerOffset(of s: UnsafeRawPointer) -> Int {
     8 + 8 * LineRooms.index(of: s, headerSize: headerSize)
@@ -250,14 +288,14 @@ final class ContractSlab: @unchecked Sendable {
   /// The slab that holds a state.
   @inline(__always)
   static func slab(of s: UnsafeMutablePointer<ContractPassState>) -> Unmanaged<ContractSlab> {
-    LineRooms.page(of: s).load(as: Unmanaged<ContractSlab>.self)
+    UnsafeRawPointer(LineRooms.header(of: s, headerSize: headerSize)).load(as: Unmanaged<ContractSlab>.self)
   }
 
   /// The contract that owns a state in use (trapping, in debug builds, on
   /// a released one).
   @inline(__always)
   static func owner(of s: UnsafeMutablePointer<ContractPassState>) -> Unmanaged<ContractState> {
-    let owner = LineRooms.page(of: s).load(fromByteOffset: ownerOffset(of: s), as: Unmanaged<ContractState>?.self)
+    let owner = UnsafeRawPointer(LineRooms.header(of: s, headerSize: headerSize)).load(fromByteOffset: ownerOffset(of: s), as: Unmanaged<ContractState>?.self)
     #if DEBUG
     precondition(owner != nil, "Ordo: a contract's pass state was used after its contract was released")
     #endif
@@ -268,7 +306,7 @@ final class ContractSlab: @unchecked Sendable {
   /// before any use.
   func allocate(_ state: consuming ContractPassState) -> UnsafeMutablePointer<ContractPassState> {
     let me = Unmanaged.passUnretained(self)
-    let raw = table.withLock { $0.take { page in page.storeBytes(of: me, as: Unmanaged<ContractSlab>.self) } }
+    let raw = table.withLock { $0.take { header in header.storeBytes(of: me, as: Unmanaged<ContractSlab>.self) } }
     _ = Unmanaged.passRetained(self)
     let s = raw.bindMemory(to: ContractPassState.self, capacity: 1)
     s.initialize(to: state)
@@ -277,7 +315,8 @@ final class ContractSlab: @unchecked Sendable {
 
   /// Records the contract that owns a state (not retained: it owns the state).
   func adopt(_ r: ContractRef, owner: Unmanaged<ContractState>) {
-    LineRooms.page(of: r.state).storeBytes(of: owner, toByteOffset: ContractSlab.ownerOffset(of: r.state), as: Unmanaged<ContractState>?.self)
+    LineRooms.header(of: r.state, headerSize: ContractSlab.headerSize)
+      .storeBytes(of: owner, toByteOffset: ContractSlab.ownerOffset(of: r.state), as: Unmanaged<ContractState>?.self)
   }
 
   /// Releases a contract's state (its callback goes with it) for reuse, and
@@ -290,7 +329,7 @@ final class ContractSlab: @unchecked Sendable {
     // bus's lock may not be held).
     assert(s.pointee.triggers.isEmpty, "a contract was released with the triggers of a pass")
     s.deinitialize(count: 1)
-    LineRooms.page(of: s).storeBytes(of: nil, toByteOffset: ownerOffset(of: s), as: Unmanaged<ContractState>?.self)
+    LineRooms.header(of: s, headerSize: headerSize).storeBytes(of: nil, toByteOffset: ownerOffset(of: s), as: Unmanaged<ContractState>?.self)
     let room = UInt(bitPattern: s)
     slab._withUnsafeGuaranteedRef { $0.table.withLock { $0.give(room) } }
     slab.release()

@@ -68,8 +68,8 @@ extension Bus {
     return Handle(node: node, link: link)
   }
 
-  /// The handle's node (by its state), if the handle belongs to this bus.
-  /// Lock held.
+  /// The handle's node (by its state), if the handle belongs to this bus
+  /// (its link never changes: no lock needed).
   @inline(__always)
   private func ref(_ h: Handle) throws(OrdoError) -> NodeRef {
     guard h.link === link else {
@@ -112,9 +112,14 @@ extension Bus {
 
   /// The value of the handle's keypath, or nil. Read like ``value(_:)``.
   public func value(_ handle: Handle) throws(OrdoError) -> Value? {
+    try value(node: ref(handle))
+  }
+
+  /// The value of a resolved node of this bus, or nil.
+  func value(node: NodeRef) throws(OrdoError) -> Value? {
     gate.lock.lock()
     defer { gate.lock.unlock() }
-    let n = try readable(ref(handle).node)
+    let n = try readable(node.node)
     return store.value(n, own: gate.isOwner)
   }
 
@@ -128,9 +133,25 @@ extension Bus {
 
   /// The counter of the handle's keypath. Read like ``counter(_:)``.
   public func counter(_ handle: Handle) throws(OrdoError) -> UInt64 {
+    try counter(node: ref(handle))
+  }
+
+  /// The counter of a resolved node of this bus.
+  func counter(node: NodeRef) throws(OrdoError) -> UInt64 {
     gate.lock.lock()
     defer { gate.lock.unlock() }
-    return try readable(ref(handle).node).counter
+    return try readable(node.node).counter
+  }
+
+  /// Resolves `keypath` (``resolve(_:)``) into the handle's one-word form,
+  /// with its keypath as a C string made now.
+  package func resolveAddress(_ keypath: String) throws(OrdoError) -> HandleAddress {
+    let h = try resolve(keypath)
+    gate.lock.lock()
+    defer { gate.lock.unlock() }
+    // Made under the lock, as a pass makes it; from now on only read.
+    _ = h.ref.cKey
+    return HandleAddress(h.ref)
   }
 
   /// Applies the running callback's read rule to a node. Lock held.
@@ -138,5 +159,77 @@ extension Bus {
   private func readable(_ n: KeyNode) throws(OrdoError) -> KeyNode {
     if let c = gate.reader { try Rules.checkRead(c, n.key, n.ids, contractGraph) }
     return n
+  }
+}
+
+/// A handle as one word, for a bridge that hands handles out as opaque
+/// pointers (the C shim's `ordo_handle *`): the address of its node's
+/// state. The state's page names its slab and the slab its bus's link
+/// (``NodeSlab/slab(of:)``), so the word leads back to its bus with no
+/// lookup and no object of its own: a write through it touches the state's
+/// line and its page's first line (shared by the page's 63 states). An
+/// object per handle cost a C write at 100 000 keypaths one more cache
+/// miss, waited for before the state's (docs/performance.md).
+///
+/// Valid while its bus lives (the store keeps the node: it is pinned);
+/// a use after that is the bridge's caller's bug, as a freed pointer is.
+/// Every operation goes through the bus's one write path or its reads, and
+/// obeys every rule as ``Handle`` does.
+package struct HandleAddress: Equatable {
+  /// The address, as the bridge hands it out.
+  package let raw: UnsafeRawPointer
+
+  init(_ ref: NodeRef) { raw = UnsafeRawPointer(ref.state) }
+
+  /// The handle at `raw`, an address made by ``Bus/resolveAddress(_:)``.
+  package init(raw: UnsafeRawPointer) { self.raw = raw }
+
+  private var ref: NodeRef { NodeRef(property: raw) }
+
+  /// The bus's link, borrowed.
+  @inline(__always)
+  private func withLink<R>(_ body: (BusLink) throws(OrdoError) -> R) throws(OrdoError) -> R {
+    let link = NodeSlab.slab(of: raw)._withUnsafeGuaranteedRef { $0.link.unsafelyUnwrapped }
+    let result: Result<R, OrdoError> = link._withUnsafeGuaranteedRef { l in Result { () throws(OrdoError) -> R in try body(l) } }
+    return try result.get()
+  }
+
+  /// The keypath.
+  package var keypath: String { ref.node.key }
+
+  /// The keypath as NUL-terminated UTF-8 (made by
+  /// ``Bus/resolveAddress(_:)``), valid while the bus lives.
+  package var keypathCString: UnsafePointer<CChar> { UnsafePointer(ref.state.pointee.cKey.unsafelyUnwrapped) }
+
+  /// ``Bus/set(_:_:)-(Handle,_)``.
+  @inline(__always)
+  package func set(_ value: Value) throws(OrdoError) {
+    try withLink { (l) throws(OrdoError) in try l.write(raw, .set(value)) }
+  }
+
+  /// ``Bus/touch(_:)-(Handle)``.
+  package func touch() throws(OrdoError) {
+    try withLink { (l) throws(OrdoError) in try l.write(raw, .touch) }
+  }
+
+  /// ``Bus/remove(_:)-(Handle)``.
+  package func remove() throws(OrdoError) {
+    try withLink { (l) throws(OrdoError) in try l.write(raw, .remove) }
+  }
+
+  /// ``Bus/value(_:)-(Handle)``.
+  package func value() throws(OrdoError) -> Value? {
+    let r = ref
+    return try withLink { (l) throws(OrdoError) in
+      try l.with("the handle of \"\(r.node.key)\"") { (bus) throws(OrdoError) in try bus.value(node: r) }
+    }
+  }
+
+  /// ``Bus/counter(_:)-(Handle)``.
+  package func counter() throws(OrdoError) -> UInt64 {
+    let r = ref
+    return try withLink { (l) throws(OrdoError) in
+      try l.with("the handle of \"\(r.node.key)\"") { (bus) throws(OrdoError) in try bus.counter(node: r) }
+    }
   }
 }

@@ -2,9 +2,10 @@
 /// allocator behind ``NodeSlab`` and ``ContractSlab``. Rooms are handed out
 /// in order from 4 KiB pages, each aligned to its size (so a room finds its
 /// page from its own address), in blocks of one page doubling up to 64
-/// (256 KiB); a released room is reused by the next. Each page may start
-/// with a header of `headerSize` bytes, which the table writes when the
-/// page is made (``take(newPage:)``). Not thread-safe: its table guards it.
+/// (256 KiB); a released room is reused by the next. Each page may hold a
+/// header of `headerSize` bytes, which the table writes when the page is
+/// made (``take(newPage:)``), at a place that depends on the page
+/// (``header(of:headerSize:)``). Not thread-safe: its table guards it.
 struct LineRooms {
   static let pageSize = 4_096
   static let lineSize = 64
@@ -19,14 +20,16 @@ struct LineRooms {
   /// Pages of the last block, and how many of them are in use.
   private var pagesInBlock = 0
   private var pagesUsed = 0
-  /// The page rooms are handed out of, and how many it has handed out.
+  /// The page rooms are handed out of, where its header lies, and how
+  /// many rooms it has handed out.
   private var page: UnsafeMutableRawPointer?
+  private var headerInPage = 0
   private var usedInPage: Int
   /// Released rooms, by address.
   private var free: [UInt] = []
 
   init(headerSize: Int) {
-    precondition(headerSize % LineRooms.lineSize == 0 && headerSize < LineRooms.pageSize)
+    precondition(headerSize == 0 || (headerSize % LineRooms.lineSize == 0 && LineRooms.pageSize % headerSize == 0 && headerSize < LineRooms.pageSize))
     self.headerSize = headerSize
     perPage = (LineRooms.pageSize - headerSize) / LineRooms.lineSize
     usedInPage = perPage
@@ -38,14 +41,36 @@ struct LineRooms {
     UnsafeMutableRawPointer(bitPattern: UInt(bitPattern: room) & ~UInt(pageSize - 1)).unsafelyUnwrapped
   }
 
+  /// Where a page's header starts in it: at a place that depends on the
+  /// page, so that the headers of a table's pages fall in different cache
+  /// sets. (At the start of every page, 4 KiB apart, they all fell in one
+  /// set of the first-level cache and in 16 of the second's, and a write
+  /// through a C handle at 100 000 keypaths waited for its page's header
+  /// from the third level; docs/performance.md.)
+  @inline(__always)
+  static func headerOffset(ofPage page: UnsafeRawPointer, headerSize: Int) -> Int {
+    guard headerSize > 0 else { return 0 }
+    let places = UInt(pageSize / headerSize)
+    return Int((UInt(bitPattern: page) / UInt(pageSize)) % places) * headerSize
+  }
+
+  /// The header of a room's page.
+  @inline(__always)
+  static func header(of room: UnsafeRawPointer, headerSize: Int) -> UnsafeMutableRawPointer {
+    let p = page(of: room)
+    return p + headerOffset(ofPage: p, headerSize: headerSize)
+  }
+
   /// A room's place among its page's rooms.
   @inline(__always)
   static func index(of room: UnsafeRawPointer, headerSize: Int) -> Int {
-    (UnsafeRawPointer(page(of: room)).distance(to: room) - headerSize) / lineSize
+    let p = page(of: room)
+    let offset = UnsafeRawPointer(p).distance(to: room)
+    return (offset < headerOffset(ofPage: p, headerSize: headerSize) ? offset : offset - headerSize) / lineSize
   }
 
   /// A room, uninitialized: a released one, or the next of the current
-  /// page. `newPage` is called with the start of each page made for it.
+  /// page. `newPage` is called with the header of each page made for it.
   mutating func take(newPage: (UnsafeMutableRawPointer) -> Void = { _ in }) -> UnsafeMutableRawPointer {
     if let r = free.popLast() { return UnsafeMutableRawPointer(bitPattern: r).unsafelyUnwrapped }
     if usedInPage == perPage {
@@ -55,7 +80,8 @@ struct LineRooms {
         pagesUsed = 0
       }
       let p = blocks[blocks.count - 1] + pagesUsed * LineRooms.pageSize
-      newPage(p)
+      headerInPage = LineRooms.headerOffset(ofPage: p, headerSize: headerSize)
+      newPage(p + headerInPage)
       page = p
       pagesUsed += 1
       usedInPage = 0
@@ -64,7 +90,8 @@ struct LineRooms {
       usedInPage += 1
       made += 1
     }
-    return page.unsafelyUnwrapped + headerSize + usedInPage * LineRooms.lineSize
+    let offset = usedInPage * LineRooms.lineSize
+    return page.unsafelyUnwrapped + (offset < headerInPage ? offset : offset + headerSize)
   }
 
   /// Gives a room back (deinitialized, holding no reference) for reuse, by

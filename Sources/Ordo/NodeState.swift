@@ -143,7 +143,27 @@ enum Readers {
 /// changed keypaths), and nodes can then be released on any thread, hence
 /// the mutex. The pages go when the last node does.
 final class NodeSlab: @unchecked Sendable {
-  private let table = Mutex(LineRooms(headerSize: 0))
+  /// Each page starts with one line that names its slab (``slab(of:)``),
+  /// so that a state leads to its bus (``HandleAddress``).
+  static let headerSize = LineRooms.lineSize
+  private let table = Mutex(LineRooms(headerSize: NodeSlab.headerSize))
+  /// The link of the bus whose store made the slab, not retained: set once,
+  /// by the bus's init, before any state is handed out; used only through
+  /// a ``HandleAddress``, which is valid while the bus (and so its link)
+  /// lives.
+  private(set) var link: Unmanaged<BusLink>?
+
+  /// Names the bus of the slab's states (the bus's init, once).
+  func attach(_ link: BusLink) {
+    precondition(self.link == nil, "a node slab belongs to one bus")
+    self.link = .passUnretained(link)
+  }
+
+  /// The slab a state lies in, from its page's header.
+  @inline(__always)
+  static func slab(of state: UnsafeRawPointer) -> Unmanaged<NodeSlab> {
+    UnsafeRawPointer(LineRooms.header(of: state, headerSize: headerSize)).load(as: Unmanaged<NodeSlab>.self)
+  }
 
   /// The rooms made so far, in use or free (for tests of the reuse).
   var rooms: Int { table.withLock { $0.made } }
@@ -163,7 +183,9 @@ final class NodeSlab: @unchecked Sendable {
 
   /// Room for one state, uninitialized.
   func allocate() -> UnsafeMutablePointer<NodeState> {
-    table.withLock { $0.take() }.bindMemory(to: NodeState.self, capacity: 1)
+    let me = Unmanaged.passUnretained(self)
+    return table.withLock { $0.take { header in header.storeBytes(of: me, as: Unmanaged<NodeSlab>.self) } }
+      .bindMemory(to: NodeState.self, capacity: 1)
   }
 
   /// Releases a node's state: its reader cache and C string go, and the

@@ -17,6 +17,9 @@ final class PassRunner {
   // with the bus's lock held.
   @exclusivity(unchecked) private var schedule = Schedule()
   private var markSerial: UInt32 = 0
+  /// Callback contexts whose first word was 0: none, ever (the count
+  /// keeps the loads of ``ContractRef/warmCallback()``).
+  private var impossibleContexts: UInt = 0
 
   // Statistics and reports.
   private(set) var notifications: UInt64 = 0
@@ -220,6 +223,8 @@ final class PassRunner {
     c.pointee.scheduledSerial = serial
     c.clearTriggers()
     schedule.push(c)
+    // Fetches what the callback captured now (see ``ContractRef/warmCallback()``).
+    if c.warmCallback() { impossibleContexts &+= 1 }
   }
 
   /// Schedules `c` (if it is not yet) for a write to `n`.

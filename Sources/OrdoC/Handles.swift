@@ -7,34 +7,13 @@ import Glibc
 
 // MARK: - Handles (SPEC §13; include/ordo.h "Handles")
 
-/// What an `ordo_handle *` points to: a core handle, its bus, and its
-/// keypath as a C string. Owned by its bus's `CBus` (one per keypath,
-/// freed with the bus): the caller has nothing to free.
-final class CHandle {
-  let handle: Handle
-  /// Not retained: the bus owns its handles.
-  unowned(unsafe) let box: CBus
-  /// The core bus (`box.bus`), held here so that a write through the handle
-  /// reaches it with no retain (the core bus does not know this object:
-  /// no cycle).
-  let bus: Bus
-  let keypath: UnsafeMutablePointer<CChar>
-
-  init(_ handle: Handle, _ box: CBus) {
-    self.handle = handle
-    self.box = box
-    bus = box.bus
-    keypath = strdup(handle.keypath)
-  }
-
-  deinit { free(keypath) }
-
-  /// The handle behind a pointer, or INVALID_ARGUMENT for NULL.
-  static func from(_ p: OpaquePointer?) throws(OrdoError) -> CHandle {
-    guard let p else { throw invalid("handle is NULL") }
-    return Unmanaged<CHandle>.fromOpaque(UnsafeRawPointer(p)).takeUnretainedValue()
-  }
-}
+// An `ordo_handle *` is the core's one-word form of a handle
+// (``HandleAddress``): the address of its keypath's state in the bus's
+// store, which leads back to its bus. It is owned by the bus (the store
+// keeps the keypath for the bus's lifetime, and resolving the keypath again
+// gives the same pointer): the caller has nothing to free. A C object per
+// handle, as before, cost a write at 100 000 keypaths one more cache miss
+// (docs/performance.md).
 
 @c @implementation
 public func ordo_resolve(_ bus: OpaquePointer?, _ keypath: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<OpaquePointer?>?) -> ordo_status {
@@ -42,75 +21,70 @@ public func ordo_resolve(_ bus: OpaquePointer?, _ keypath: UnsafePointer<CChar>?
     let box = try CBus.from(bus)
     let k = try keypathArg(keypath)
     let out = try outArg(out, "out")
-    let h = box.handle(for: try box.bus.resolve(k))
-    out.pointee = OpaquePointer(Unmanaged.passUnretained(h).toOpaque())
+    out.pointee = OpaquePointer(try box.bus.resolveAddress(k).raw)
   }
 }
 
 @c @implementation
 public func ordo_handle_keypath(_ handle: OpaquePointer?) -> UnsafePointer<CChar>? {
-  guard let h = try? CHandle.from(handle) else {
+  guard let handle else {
     setLastError("handle is NULL")
     return nil
   }
-  return UnsafePointer(h.keypath)
+  return HandleAddress(raw: UnsafeRawPointer(handle)).keypathCString
 }
 
 /// A call through a handle: checks the handle, then runs `body` (which
-/// checks the other arguments) and returns its status. The handle is not
-/// retained: its bus owns it for the bus's lifetime, which
-/// covers the call (include/ordo.h).
+/// checks the other arguments) and returns its status.
 @inline(__always)
-private func withHandle(_ handle: OpaquePointer?, _ body: (CHandle) throws(OrdoError) -> Void) -> ordo_status {
+private func withHandle(_ handle: OpaquePointer?, _ body: (HandleAddress) throws(OrdoError) -> Void) -> ordo_status {
   guard let handle else { return report(invalid("handle is NULL")) }
-  return Unmanaged<CHandle>.fromOpaque(UnsafeRawPointer(handle))._withUnsafeGuaranteedRef { h in
-    guarded { () throws(OrdoError) in try body(h) }
-  }
+  return guarded { () throws(OrdoError) in try body(HandleAddress(raw: UnsafeRawPointer(handle))) }
 }
 
 @c @implementation
 public func ordo_handle_set_bool(_ handle: OpaquePointer?, _ value: Bool) -> ordo_status {
-  withHandle(handle) { (h) throws(OrdoError) in try h.bus.set(h.handle, .bool(value)) }
+  withHandle(handle) { (h) throws(OrdoError) in try h.set(.bool(value)) }
 }
 
 @c @implementation
 public func ordo_handle_set_int64(_ handle: OpaquePointer?, _ value: Int64) -> ordo_status {
-  withHandle(handle) { (h) throws(OrdoError) in try h.bus.set(h.handle, .int64(value)) }
+  withHandle(handle) { (h) throws(OrdoError) in try h.set(.int64(value)) }
 }
 
 @c @implementation
 public func ordo_handle_set_double(_ handle: OpaquePointer?, _ value: Double) -> ordo_status {
-  withHandle(handle) { (h) throws(OrdoError) in try h.bus.set(h.handle, .double(value)) }
+  withHandle(handle) { (h) throws(OrdoError) in try h.set(.double(value)) }
 }
 
 @c @implementation
 public func ordo_handle_set_string(_ handle: OpaquePointer?, _ utf8: UnsafePointer<CChar>?) -> ordo_status {
   withHandle(handle) { (h) throws(OrdoError) in
-    let what = "the string value for \"\(h.handle.keypath)\""
+    let what = "the string value for \"\(h.keypath)\""
     guard let utf8 else { throw invalid("\(what) is NULL (use \"\" for the empty string)") }
-    try h.bus.set(h.handle, .string(try stringArg(utf8, what)))
+    try h.set(.string(try stringArg(utf8, what)))
   }
 }
 
 @c @implementation
 public func ordo_handle_set_bytes(_ handle: OpaquePointer?, _ data: UnsafeRawPointer?, _ len: Int) -> ordo_status {
   withHandle(handle) { (h) throws(OrdoError) in
-    let k = h.handle.keypath
-    if len == 0 { return try h.bus.set(h.handle, .bytes([])) }
+    let k = h.keypath
+    if len == 0 { return try h.set(.bytes([])) }
     guard len > 0 else { throw invalid("bytes length \(UInt(bitPattern: len)) for \"\(k)\" is too large") }
     guard let data else { throw invalid("bytes data for \"\(k)\" is NULL but its length is \(len)") }
-    try h.bus.set(h.handle, .bytes(Array(UnsafeRawBufferPointer(start: data, count: len))))
+    try h.set(.bytes(Array(UnsafeRawBufferPointer(start: data, count: len))))
   }
 }
 
 @c @implementation
 public func ordo_handle_touch(_ handle: OpaquePointer?) -> ordo_status {
-  withHandle(handle) { (h) throws(OrdoError) in try h.bus.touch(h.handle) }
+  withHandle(handle) { (h) throws(OrdoError) in try h.touch() }
 }
 
 @c @implementation
 public func ordo_handle_remove(_ handle: OpaquePointer?) -> ordo_status {
-  withHandle(handle) { (h) throws(OrdoError) in try h.bus.remove(h.handle) }
+  withHandle(handle) { (h) throws(OrdoError) in try h.remove() }
 }
 
 /// Reads through a handle after checking the handle and `out`; `extract`
@@ -121,9 +95,9 @@ private func get<T>(
 ) -> ordo_status {
   withHandle(handle) { (h) throws(OrdoError) in
     let out = try outArg(out, "out")
-    guard let value = try h.bus.value(h.handle) else { throw OrdoError(.notFound, "\"\(h.handle.keypath)\" holds no value") }
+    guard let value = try h.value() else { throw OrdoError(.notFound, "\"\(h.keypath)\" holds no value") }
     guard let x = try extract(value) else {
-      throw OrdoError(.typeMismatch, "\"\(h.handle.keypath)\" holds \(described(value.typeName)), not \(described(type))")
+      throw OrdoError(.typeMismatch, "\"\(h.keypath)\" holds \(described(value.typeName)), not \(described(type))")
     }
     out.pointee = x
   }
@@ -169,7 +143,7 @@ public func ordo_handle_get_bytes(
 public func ordo_handle_get_counter(_ handle: OpaquePointer?, _ out: UnsafeMutablePointer<UInt64>?) -> ordo_status {
   withHandle(handle) { (h) throws(OrdoError) in
     let out = try outArg(out, "out")
-    out.pointee = try h.bus.counter(h.handle)
+    out.pointee = try h.counter()
   }
 }
 

@@ -188,8 +188,6 @@ final class CBus: @unchecked Sendable {
   var dbus: AnyObject?
 
   private let lock = PMutex()
-  /// The handles resolved on this bus, one per keypath, freed with it.
-  private var handles: [Handle: CHandle] = [:]
   /// Registered C contracts by id (those whose id is known).
   private var contracts: [ContractID: CContract] = [:]
   /// Ids unregistered before their C contract learned its id (another
@@ -213,16 +211,6 @@ final class CBus: @unchecked Sendable {
     guard let handle else { return report(invalid("bus is NULL")) }
     return Unmanaged<CBus>.fromOpaque(UnsafeRawPointer(handle))._withUnsafeGuaranteedRef { box in
       guarded { () throws(OrdoError) in try body(box) }
-    }
-  }
-
-  /// The C handle of a core handle: the same pointer every time.
-  func handle(for h: Handle) -> CHandle {
-    lock.withLock {
-      if let c = handles[h] { return c }
-      let c = CHandle(h, self)
-      handles[h] = c
-      return c
     }
   }
 

@@ -10,9 +10,11 @@ import Testing
   @Test func statesAreConsecutiveAndReused() throws {
     let slab = NodeSlab()
     var nodes = (0..<100).map { KeyNode(key: "k\($0)", ids: [], hash: UInt64($0), slab: slab) }
-    for i in 1..<64 {
-      #expect(nodes[i].ref.state == nodes[i - 1].ref.state + 1, "node \(i) follows node \(i - 1) in its block")
-    }
+    // 63 states a page: only the first of a page, and the first after its
+    // header, do not follow their predecessor.
+    var sideBySide = 0
+    for i in 1..<100 where nodes[i].ref.state == nodes[i - 1].ref.state + 1 { sideBySide += 1 }
+    #expect(sideBySide >= 99 - 2 * (99 / 63 + 1), "\(sideBySide) of 99 states follow the previous one")
     let released = nodes[10].ref.state
     nodes.remove(at: 10)
     let next = KeyNode(key: "new", ids: [], hash: 0, slab: slab)
@@ -20,6 +22,55 @@ import Testing
     #expect(next.counter == 0 && next.changedAt == 0 && !next.hasValue)
     #expect(!next.ref.state.pointee.pinned && !next.ref.state.pointee.named)
     #expect(next.ref.node === next)
+  }
+
+  /// Each page of a dense table has a header, which no state overlaps, at
+  /// a place that depends on the page: the headers of consecutive pages
+  /// fall in different cache sets (a 4 KiB stride would put them all in
+  /// one set of the first-level cache).
+  @Test func pageHeadersAreStaggeredAndApart() throws {
+    for headerSize in [NodeSlab.headerSize, ContractSlab.headerSize] {
+      let places = LineRooms.pageSize / headerSize
+      var offsets = Set<Int>()
+      for page in 0..<places {
+        let p = try #require(UnsafeRawPointer(bitPattern: (page + 1) * LineRooms.pageSize))
+        offsets.insert(LineRooms.headerOffset(ofPage: p, headerSize: headerSize))
+      }
+      #expect(offsets.count == places, "\(places) consecutive pages put their \(headerSize)-byte headers in \(offsets.count) places")
+    }
+    let slab = NodeSlab()
+    let nodes = (0..<300).map { KeyNode(key: "k\($0)", ids: [], hash: UInt64($0), slab: slab) }
+    var byPage: [UInt: [Int]] = [:]
+    for n in nodes {
+      let s = UnsafeRawPointer(n.ref.state)
+      let header = LineRooms.header(of: s, headerSize: NodeSlab.headerSize)
+      #expect(UnsafeRawPointer(header) != s, "a state is not its page's header")
+      #expect(NodeSlab.slab(of: s).toOpaque() == Unmanaged.passUnretained(slab).toOpaque(), "a state finds its slab from its page's header")
+      byPage[UInt(bitPattern: LineRooms.page(of: s)), default: []].append(LineRooms.index(of: s, headerSize: NodeSlab.headerSize))
+    }
+    // Within a page, the states' places run 0, 1, 2 … in the order made.
+    for (_, places) in byPage { #expect(places == Array(places.indices), "places in a page: \(places)") }
+    #expect(byPage.count >= 300 / 63)
+  }
+
+  /// A handle's one-word form (the C shim's `ordo_handle *`) leads back to
+  /// its bus and obeys the rules as the handle does.
+  @Test func handleAddressLeadsToItsBus() throws {
+    let bus = Bus(), other = Bus()
+    let a = try bus.resolveAddress("doc.title"), b = try other.resolveAddress("doc.title")
+    let again = try bus.resolveAddress("doc.title")
+    #expect(a != b && a == again)
+    #expect(String(cString: a.keypathCString) == "doc.title" && a.keypath == "doc.title")
+    #expect(throws: OrdoError.self) { try a.set(.int64(1)) }  // no transaction
+    try bus.transaction { try a.set(.int64(7)) }
+    let (value, counter) = (try a.value(), try a.counter())
+    #expect(value == .int64(7) && counter == 1)
+    let (otherValue, otherByString) = (try b.value(), try other.value("doc.title"))
+    #expect(otherValue == nil && otherByString == nil)
+    try bus.transaction { try a.touch() }
+    try bus.transaction { try a.remove() }
+    let (removed, counted, byString) = (try a.value(), try a.counter(), try bus.counter("doc.title"))
+    #expect(removed == nil && counted == 3 && byString == 3)
   }
 
   /// Values, counters and changed-at of many keypaths survive nodes being
