@@ -23,6 +23,16 @@
  *                    drawn at random among the N through their handles (the
  *                    draw is made before the clock starts)
  *   scale-strings OPS   the same through the strings
+ *   floor OPS        the scale commits done by the least a thread-safe bus
+ *                    must do, without Ordo: N keypath records and N
+ *                    contract records (64 bytes each, in two arrays, in
+ *                    the order Ordo's dense tables hold them); each write
+ *                    takes a lock, stores the value and records the
+ *                    keypath once per transaction; the commit takes the
+ *                    lock, schedules each changed keypath's reader once,
+ *                    orders the schedule and calls each contract with a
+ *                    notification, counting. Its growth from 10 to
+ *                    100 000 is the floor of Ordo's (docs/performance.md).
  *
  *   Each command prints "NS CALLS": the elapsed nanoseconds and the total
  *   callback calls so far. EOF ends the program.
@@ -50,6 +60,80 @@ static void on_change(ordo_bus *bus, const ordo_notification *note, void *user_d
   (void)bus;
   (void)note;
   ++*(uint64_t *)user_data;
+}
+
+/* The floor (see "floor" above). */
+typedef struct floor_contract floor_contract;
+typedef struct floor_node {
+  int64_t value;
+  uint64_t counter;
+  uint64_t stamp; /* the transaction that last recorded it */
+  floor_contract *reader;
+  const char *keypath;
+} __attribute__((aligned(64))) floor_node;
+
+struct floor_contract {
+  ordo_callback callback;
+  void *user_data;
+  uint64_t id;
+  uint64_t scheduled; /* the transaction that last scheduled it */
+  uint64_t calls;
+  const char *trigger;
+} __attribute__((aligned(64)));
+
+typedef struct floor_bus {
+  unsigned next_ticket, serving; /* a ticket lock, as Ordo's */
+  uint64_t txn;
+  size_t n_journal;
+  floor_node *journal[GROUP];
+  floor_contract *schedule[GROUP];
+} floor_bus;
+
+static void floor_lock(floor_bus *b) {
+  unsigned t = __atomic_fetch_add(&b->next_ticket, 1, __ATOMIC_ACQUIRE);
+  while (__atomic_load_n(&b->serving, __ATOMIC_ACQUIRE) != t) {
+  }
+}
+
+static void floor_unlock(floor_bus *b) { __atomic_store_n(&b->serving, b->serving + 1, __ATOMIC_RELEASE); }
+
+__attribute__((noinline)) static void floor_set(floor_bus *b, floor_node *k, int64_t value) {
+  floor_lock(b);
+  if (k->value != value) {
+    k->value = value;
+    if (k->stamp != b->txn + 1 && b->n_journal < GROUP) {
+      k->stamp = b->txn + 1;
+      b->journal[b->n_journal++] = k;
+    }
+  }
+  floor_unlock(b);
+}
+
+__attribute__((noinline)) static void floor_commit(floor_bus *b, ordo_bus *bus) {
+  floor_lock(b);
+  uint64_t txn = ++b->txn;
+  size_t n = 0;
+  for (size_t i = 0; i < b->n_journal; i++) {
+    floor_node *k = b->journal[i];
+    k->counter++;
+    floor_contract *c = k->reader;
+    if (c && c->scheduled != txn) {
+      c->scheduled = txn;
+      c->trigger = k->keypath;
+      size_t j = n++;
+      for (; j > 0 && b->schedule[j - 1]->id > c->id; j--) b->schedule[j] = b->schedule[j - 1];
+      b->schedule[j] = c;
+    }
+  }
+  for (size_t i = 0; i < n; i++) {
+    floor_contract *c = b->schedule[i];
+    const char *changed[2] = {c->trigger, NULL};
+    ordo_notification note = {txn, c->id, changed, 1};
+    c->callback(bus, &note, c->user_data);
+    c->calls++;
+  }
+  b->n_journal = 0;
+  floor_unlock(b);
 }
 
 static void fail(const char *what, ordo_status st) {
@@ -153,6 +237,20 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ordo-c-bench: the warm-up made %llu calls\n", (unsigned long long)calls);
     return 1;
   }
+  /* The floor's records, beside Ordo's. */
+  floor_bus fbus = {0};
+  void *fn_mem = NULL, *fc_mem = NULL;
+  if (posix_memalign(&fn_mem, 64, n * sizeof(floor_node)) != 0 || posix_memalign(&fc_mem, 64, n * sizeof(floor_contract)) != 0)
+    return 1;
+  floor_node *fnodes = fn_mem;
+  floor_contract *fcontracts = fc_mem;
+  floor_node **fhandles = calloc(n, sizeof *fhandles);
+  if (!fhandles) return 1;
+  for (size_t i = 0; i < n; i++) {
+    fcontracts[i] = (floor_contract){on_change, &calls, i + 1, 0, 0, NULL};
+    fnodes[i] = (floor_node){-1, 0, 0, &fcontracts[i], keys[i]};
+    fhandles[i] = &fnodes[i];
+  }
   calls = 0;
   printf("ready\n");
   fflush(stdout);
@@ -227,6 +325,17 @@ int main(int argc, char **argv) {
       }
       t1 = now_ns();
       free(picks);
+    } else if (strcmp(word, "floor") == 0) {
+      size_t *picks = draw_groups(ops, n);
+      t0 = now_ns();
+      for (long t = 0; t < ops; t++) {
+        const size_t *g = picks + (size_t)t * GROUP;
+        value++;
+        for (int j = 0; j < GROUP; j++) floor_set(&fbus, fhandles[g[j]], value);
+        floor_commit(&fbus, bus);
+      }
+      t1 = now_ns();
+      free(picks);
     } else {
       fprintf(stderr, "ordo-c-bench: unknown command %s\n", word);
       return 64;
@@ -237,6 +346,9 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < n; i++) free(keys[i]);
   free(keys);
   free(handles);
+  free(fnodes);
+  free(fcontracts);
+  free(fhandles);
   ordo_bus_free(bus);
   return 0;
 }

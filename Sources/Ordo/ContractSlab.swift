@@ -148,16 +148,14 @@ struct ContractRef: Equatable {
   /// scheduling loop does not depend on them), where each call would
   /// otherwise wait for its own, one after the other. A C contract's
   /// callback captures its shim object, which its call reads first: at
-  /// 100 000 contracts that wait was a sixth of a C commit
-  /// (`Benchmarks/profile.sh c-scale`, docs/performance.md). The load's
-  /// value only feeds a branch that is never taken (an object's first
-  /// word, its type, is never 0), which the compiler cannot drop: the
-  /// result is that impossible case, and nothing waits for it.
+  /// 100 000 contracts that wait was a sixth of a C commit (perf of
+  /// `ordo-c-bench 100000 handles`, `scale`; docs/performance.md).
   @inline(__always)
-  func warmCallback() -> Bool {
+  func warmCallback() {
     let context = UnsafeRawPointer(state).load(fromByteOffset: ContractPassState.callbackContextOffset, as: UInt.self)
-    guard let p = UnsafeRawPointer(bitPattern: context) else { return false }
-    return p.load(as: UInt.self) == 0
+    // No context: the closure captured nothing.
+    guard let p = UnsafeRawPointer(bitPattern: context) else { return }
+    fetchEarly(p, "Ordo: a contract's callback context is not a live object")
   }
 
   /// The contract object whose state this is (from its page's owner table:

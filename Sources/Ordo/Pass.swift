@@ -17,9 +17,6 @@ final class PassRunner {
   // with the bus's lock held.
   @exclusivity(unchecked) private var schedule = Schedule()
   private var markSerial: UInt32 = 0
-  /// Callback contexts whose first word was 0: none, ever (the count
-  /// keeps the loads of ``ContractRef/warmCallback()``).
-  private var impossibleContexts: UInt = 0
 
   // Statistics and reports.
   private(set) var notifications: UInt64 = 0
@@ -224,7 +221,7 @@ final class PassRunner {
     c.clearTriggers()
     schedule.push(c)
     // Fetches what the callback captured now (see ``ContractRef/warmCallback()``).
-    if c.warmCallback() { impossibleContexts &+= 1 }
+    c.warmCallback()
   }
 
   /// Schedules `c` (if it is not yet) for a write to `n`.

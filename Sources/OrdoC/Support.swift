@@ -302,12 +302,10 @@ private let maxKeptBuffer = 1 << 16
 /// `ordo_notification`. The core holds it through the callback closure.
 final class CContract: @unchecked Sendable {
   // What a call reads: these fields, first (in the 40 bytes after the
-  // object header), in one cache line or two; it writes one small block
-  // (`single`). Spread over the object, a call read up to three lines of it
+  // object header), in one cache line; the pass starts fetching it when it
+  // schedules the contract (``ContractRef/warmCallback()`` in the core).
+  // Spread over the object, a call read up to three lines of it
   // (callgrind's cache simulation of `ordo-c-bench 100000` with `scale`).
-  // The block is only written: with the callback and the user data in it,
-  // the call's reads waited for one fetch after another, and the commit of
-  // 10 at 100 000 contracts took 15–30 % longer (docs/performance.md).
   /// Set (releasing) once ``id`` is set, under the owner's lock.
   let adopted = Atomic<Bool>(false)
   // Guarded by the owner's lock, or by the bus's transaction once adopted
@@ -318,15 +316,6 @@ final class CContract: @unchecked Sendable {
   let userData: UnsafeMutableRawPointer?
   /// The owner's handle, as the callback receives it.
   let bus: OpaquePointer
-  /// The notification of a call with one keypath and its `changed` array
-  /// ({keypath, NULL}), made once and filled in place (rather than on the
-  /// stack, which costs every call the stack protector's checks and a
-  /// frame, `Benchmarks/profile.sh c-abi`). A call only writes it, so it
-  /// waits for no fetch of it. A contract's calls never nest (the core
-  /// calls a contract once per pass, and passes do not nest), so one block
-  /// per contract is enough.
-  private let single: UnsafeMutablePointer<CallBlock>
-
   let destroy: (@convention(c) (UnsafeMutableRawPointer?) -> Void)?
   /// The bus, unretained: the core bus (and so this contract) never
   /// outlives it. Only the rare paths of a call touch it.
@@ -344,32 +333,15 @@ final class CContract: @unchecked Sendable {
   private var bufferSize = 0
   private var bufferBusy = false
 
-  /// ``single``'s layout: the notification first, so that the block's
-  /// address is the notification's.
-  struct CallBlock {
-    var note: ordo_notification
-    var changed: (UnsafePointer<CChar>?, UnsafePointer<CChar>?)
-  }
-
   init(owner: CBus, callback: ordo_callback, userData: UnsafeMutableRawPointer?, destroy: (@convention(c) (UnsafeMutableRawPointer?) -> Void)?) {
     self.owner = owner
     bus = owner.handle
     self.callback = callback
     self.userData = userData
     self.destroy = destroy
-    precondition(MemoryLayout<CallBlock>.offset(of: \CallBlock.note) == 0)
-    let raw = UnsafeMutableRawPointer.allocate(byteCount: MemoryLayout<CallBlock>.size, alignment: MemoryLayout<CallBlock>.alignment)
-    single = raw.bindMemory(to: CallBlock.self, capacity: 1)
-    single.initialize(to: CallBlock(note: ordo_notification(txn: 0, contract: 0, changed: nil, n_changed: 1), changed: (nil, nil)))
-    let changed = raw + MemoryLayout<CallBlock>.offset(of: \CallBlock.changed)!
-    single.pointee.note.changed = UnsafePointer(changed.assumingMemoryBound(to: UnsafePointer<CChar>?.self))
   }
 
-  deinit {
-    free(buffer)
-    single.deinitialize(count: 1)
-    UnsafeMutableRawPointer(single).deallocate()
-  }
+  deinit { free(buffer) }
 
   /// Whether destroy is due now (gone, not running) and not yet taken; takes
   /// it. Owner's lock held.
@@ -415,19 +387,28 @@ final class CContract: @unchecked Sendable {
 
   /// Calls the C callback. The notification, the `changed` array and its
   /// strings are valid during the call only (include/ordo.h): one keypath
-  /// is passed as the key node's own C string (made once per keypath) in
-  /// the contract's own notification; several are copied into the
-  /// contract's reusable buffer. Nothing is allocated per call.
+  /// is passed as the key node's own C string (made once per keypath) in a
+  /// notification on the stack; several are copied into the contract's
+  /// reusable buffer. Nothing is allocated per call.
+  ///
+  /// (The single keypath's notification was a block of each contract's,
+  /// filled in place, which saved the stack frame a few instructions. At
+  /// 100 000 contracts the block was out of cache, and the bus's lock,
+  /// taken again after the call, waited for that store to reach it: a
+  /// locked instruction drains the store buffer. A C commit of 10 random
+  /// keypaths spent a fifth of its time there; docs/performance.md.)
   func invoke(_ note: ContractNotification) {
     guard enter(note.contract) else { return }
     assert(running == 1, "a C contract's calls nest")
     let changed = note.changed
     if let k = changed.onlyKeypathCString {
-      let b = single
-      b.pointee.changed.0 = k
-      b.pointee.note.txn = note.transaction
-      b.pointee.note.contract = note.contract
-      callback(bus, UnsafeRawPointer(b).assumingMemoryBound(to: ordo_notification.self), userData)
+      var list: (UnsafePointer<CChar>?, UnsafePointer<CChar>?) = (k, nil)
+      withUnsafePointer(to: &list) { p in
+        var cnote = ordo_notification(
+          txn: note.transaction, contract: note.contract,
+          changed: UnsafeRawPointer(p).assumingMemoryBound(to: UnsafePointer<CChar>?.self), n_changed: 1)
+        callback(bus, &cnote, userData)
+      }
     } else {
       invokeOther(note, changed)
     }
