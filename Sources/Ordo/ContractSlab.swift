@@ -58,8 +58,8 @@ struct ContractPassState: ~Copyable {
 
   /// Where, in a state, the callback's context lies: a closure is two
   /// words, its function and its context (what it captured, or 0), and the
-  /// callback is the state's last field. ``ContractSlab`` checks it for
-  /// every state it stores (see ``ContractRef/warmCallback(_:)``).
+  /// callback is the state's last field. Checked once per process
+  /// (``callbackContextOffsetHolds``); read by ``ContractRef/warmCallback()``.
   static let callbackContextOffset = 56
 
   /// Whether ``callbackContextOffset`` is right: a state whose callback
@@ -148,8 +148,9 @@ struct ContractRef: Equatable {
   /// scheduling loop does not depend on them), where each call would
   /// otherwise wait for its own, one after the other. A C contract's
   /// callback captures its shim object, which its call reads first: at
-  /// 100 000 contracts that wait was a sixth of a C commit (perf of
-  /// `ordo-c-bench 100000 handles`, `scale`; docs/performance.md).
+  /// 100 000 contracts, 15 % of the samples of `ordo-c-bench 100000
+  /// handles` running `scale` were that call waiting on its first load
+  /// (perf; docs/performance.md).
   @inline(__always)
   func warmCallback() {
     let context = UnsafeRawPointer(state).load(fromByteOffset: ContractPassState.callbackContextOffset, as: UInt.self)

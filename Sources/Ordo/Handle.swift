@@ -167,7 +167,7 @@ extension Bus {
 /// state. The state's page names its slab and the slab its bus's link
 /// (``NodeSlab/slab(of:)``), so the word leads back to its bus with no
 /// lookup and no object of its own: a write through it touches the state's
-/// line and its page's first line (shared by the page's 63 states). An
+/// line and its page's header line (shared by the page's 63 states). An
 /// object per handle cost a C write at 100 000 keypaths one more cache
 /// miss, waited for before the state's (docs/performance.md).
 ///

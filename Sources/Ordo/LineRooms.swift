@@ -10,7 +10,7 @@ struct LineRooms {
   static let pageSize = 4_096
   static let lineSize = 64
 
-  /// The bytes at the start of each page that hold no room.
+  /// The bytes of each page, its header, that hold no room.
   let headerSize: Int
   /// Rooms per page.
   let perPage: Int

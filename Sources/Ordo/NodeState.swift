@@ -143,12 +143,13 @@ enum Readers {
 /// changed keypaths), and nodes can then be released on any thread, hence
 /// the mutex. The pages go when the last node does.
 final class NodeSlab: @unchecked Sendable {
-  /// Each page starts with one line that names its slab (``slab(of:)``),
-  /// so that a state leads to its bus (``HandleAddress``).
+  /// Each page holds one line, at a place that depends on the page
+  /// (``LineRooms/header(of:headerSize:)``), that names its slab
+  /// (``slab(of:)``), so that a state leads to its bus (``HandleAddress``).
   static let headerSize = LineRooms.lineSize
   private let table = Mutex(LineRooms(headerSize: NodeSlab.headerSize))
   /// The link of the bus whose store made the slab, not retained: set once,
-  /// by the bus's init, before any state is handed out; used only through
+  /// by the bus's init, before the bus can make a handle; used only through
   /// a ``HandleAddress``, which is valid while the bus (and so its link)
   /// lives.
   private(set) var link: Unmanaged<BusLink>?
