@@ -135,9 +135,10 @@ enum Readers {
   }
 }
 
-/// The dense table of a store's node states (``LineRooms`` without page
-/// headers): states handed out in the order nodes are made (so consecutive
-/// keypaths have consecutive states), a released state reused by the next
+/// The dense table of a store's node states (``LineRooms`` with a one-line
+/// header per page that names the table): states handed out in the order
+/// nodes are made (so consecutive keypaths have consecutive states), a
+/// released state reused by the next
 /// node. Retained by every node: a node can outlive its store (a handle's
 /// node is kept by the bus's link, a notification's by the copies of its
 /// changed keypaths), and nodes can then be released on any thread, hence

@@ -31,7 +31,6 @@ struct Unretained<T: AnyObject> {
     return ref.takeUnretainedValue()
   }
 
-
   @inline(__always)
   private func check() {
     #if DEBUG
