@@ -12,7 +12,10 @@ let package = Package(
     .library(name: "ordo", type: .dynamic, targets: ["OrdoC"]),
   ],
   targets: [
-    .target(name: "Ordo"),
+    // One processor hint (prefetch) the core needs and Swift cannot spell:
+    // a header, no types, nothing to link (docs/architecture.md).
+    .systemLibrary(name: "CCacheHint"),
+    .target(name: "Ordo", dependencies: ["CCacheHint"]),
     .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
     .target(name: "OrdoDBus", dependencies: ["Ordo", "CDBus"]),
     .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),

@@ -156,7 +156,7 @@ struct ContractRef: Equatable {
     let context = UnsafeRawPointer(state).load(fromByteOffset: ContractPassState.callbackContextOffset, as: UInt.self)
     // No context: the closure captured nothing.
     guard let p = UnsafeRawPointer(bitPattern: context) else { return }
-    fetchEarly(p, "Ordo: a contract's callback context is not a live object")
+    fetchEarly(p)
   }
 
   /// The contract object whose state this is (from its page's owner table:

@@ -81,6 +81,9 @@ extension Bus {
   /// Sets the value of the handle's keypath. Throws like ``set(_:_:)``, and
   /// ``OrdoError/Code/invalidArgument`` for a handle of another bus.
   public func set(_ handle: Handle, _ value: Value) throws(OrdoError) {
+    // The state's line is fetched while the lock is taken, not after (the
+    // lock's atomic operation would hold up a load).
+    fetchEarlyForWrite(UnsafeRawPointer(handle.ref.state))
     gate.lock.lock()
     defer { gate.lock.unlock() }
     try write(.node(ref(handle)), .set(value))
@@ -204,6 +207,9 @@ package struct HandleAddress: Equatable {
   /// ``Bus/set(_:_:)-(Handle,_)``.
   @inline(__always)
   package func set(_ value: Value) throws(OrdoError) {
+    // The state's line is fetched while the bus is found and locked, not
+    // after (the lock's atomic operation would hold up a load).
+    fetchEarlyForWrite(raw)
     try withLink { (l) throws(OrdoError) in try l.write(raw, .set(value)) }
   }
 

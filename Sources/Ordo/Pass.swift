@@ -77,6 +77,7 @@ final class PassRunner {
   /// (inside ``runCommit()`` it did not: a call per change).
   @inline(never)
   private func scheduleChangedReaders() -> Bool {
+    fetchReaders()
     var anyChanged = false
     for i in 0..<journal.count where journal[i].written && journal.isChanged(i) {
       anyChanged = true
@@ -92,6 +93,22 @@ final class PassRunner {
       scheduleReaders(changedBy: i, skip: skip)
     }
     return anyChanged
+  }
+
+  /// Starts fetching the state of every written keypath's reader, before
+  /// the scheduling below reads them one by one: the fetches of a commit
+  /// reaching contracts out of cache then overlap instead of following
+  /// each other (docs/performance.md). A reader list not yet refreshed may
+  /// name a contract that is gone: a prefetch of its line is harmless.
+  @inline(__always)
+  private func fetchReaders() {
+    for i in 0..<journal.count {
+      switch journal[i].node.state.pointee.readers {
+      case .none: break
+      case .one(let r): fetchEarly(UnsafeRawPointer(r.ref.state))
+      case .many(let list): for c in list { fetchEarly(UnsafeRawPointer(c.state)) }
+      }
+    }
   }
 
   /// The pass opened by the initial call of `c`, registered outside any
