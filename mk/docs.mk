@@ -25,6 +25,7 @@ docs:
 	$(SWIFT) build $(SWIFTFLAGS) --target Ordo
 	@rm -rf $(DOCS_SCRATCH)/symbols $(DOCS_OUT) && mkdir -p $(DOCS_SCRATCH)/symbols
 	$(SYMBOLGRAPH_EXTRACT) -module-name Ordo -target $(DOCS_TRIPLE) -I $$($(SWIFT) build --show-bin-path)/Modules \
+	  -I Sources/CCacheHint \
 	  -output-dir $(DOCS_SCRATCH)/symbols -minimum-access-level public -skip-inherited-docs
 	$(DOCC) convert Sources/Ordo/Ordo.docc --additional-symbol-graph-dir $(DOCS_SCRATCH)/symbols \
 	  --output-path $(DOCS_OUT) --fallback-display-name Ordo --fallback-bundle-identifier dev.ordo.Ordo \
