@@ -29,7 +29,8 @@ STRESS_TRANSACTIONS ?= 100000
 TSAN_DIFF_SEQUENCES ?= 30
 
 FUZZ_TARGETS := keypath scenario dbus
-FUZZ_FLAGS := -O -g -sanitize=fuzzer,address -parse-as-library -warnings-as-errors -package-name ordo
+# The core imports CCacheHint (a header-only system-library target).
+FUZZ_FLAGS := -O -g -sanitize=fuzzer,address -parse-as-library -warnings-as-errors -package-name ordo -I Sources/CCacheHint
 FUZZ_ORDO_SOURCES := $(sort $(wildcard Sources/Ordo/*.swift))
 FUZZ_CONFORMANCE_SOURCES := $(sort $(wildcard Sources/OrdoConformance/*.swift))
 # libFuzzer options: a hang is a finding (10 s per input), memory is bounded.
@@ -43,7 +44,7 @@ differential:
 
 # --- Fuzzing (libFuzzer + AddressSanitizer/LeakSanitizer, built with swiftc) -
 
-$(FUZZ_BUILD)/Ordo.o: $(FUZZ_ORDO_SOURCES)
+$(FUZZ_BUILD)/Ordo.o: $(FUZZ_ORDO_SOURCES) $(wildcard Sources/CCacheHint/*)
 	@mkdir -p $(FUZZ_BUILD)
 	$(SWIFTC) -module-name Ordo $(FUZZ_FLAGS) -wmo -c $(FUZZ_ORDO_SOURCES) \
 	  -emit-module -emit-module-path $(FUZZ_BUILD)/Ordo.swiftmodule -o $@
