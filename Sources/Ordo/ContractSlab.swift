@@ -142,7 +142,7 @@ struct ContractRef: Equatable {
     }
   }
 
-  /// Starts fetching the first line of what the callback captured, so that
+  /// Starts fetching the lines of what the callback captured, so that
   /// the call does not wait for it. Called when the pass schedules the
   /// contract: the fetches of a commit's contracts then overlap (the
   /// scheduling loop does not depend on them), where each call would
@@ -156,7 +156,14 @@ struct ContractRef: Equatable {
     let context = UnsafeRawPointer(state).load(fromByteOffset: ContractPassState.callbackContextOffset, as: UInt.self)
     // No context: the closure captured nothing.
     guard let p = UnsafeRawPointer(bitPattern: context) else { return }
-    fetchEarly(p)
+    // The 32 bytes after the object's header, where a C contract keeps what
+    // its call reads: objects are 16-byte aligned, so those bytes lie on the
+    // line of the object's first word only when it starts in the first half
+    // of a line; otherwise they are split or all on the next line. Two
+    // prefetches cover them wherever the object starts (one line twice
+    // costs nothing more).
+    fetchEarly(p + 16)
+    fetchEarly(p + 47)
   }
 
   /// The contract object whose state this is (from its page's owner table:

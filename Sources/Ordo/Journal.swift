@@ -170,6 +170,7 @@ final class Journal {
     r.touched = touched
     let i = records.append(r)
     n.state.pointee.journalStamp = UInt64(serial) << 32 | UInt64(i)
+    n.state.pointee.readers.fetchSingleEarly()
     return i
   }
 

@@ -101,6 +101,20 @@ struct NodeRef: Equatable {
   }
 }
 
+extension Readers {
+  /// Starts fetching the state of a single cached reader. The journal calls
+  /// it when a transaction first writes the keypath, so that the fetch
+  /// overlaps the transaction's other writes instead of the pass's
+  /// scheduling. A list of several is fetched when the pass starts (its
+  /// `fetchReaders`): reaching the list is a load, which a write should not
+  /// wait for. A cache not yet refreshed may name a contract that is gone:
+  /// a prefetch of its line is harmless.
+  @inline(__always)
+  func fetchSingleEarly() {
+    if case .one(let r) = self { fetchEarly(UnsafeRawPointer(r.ref.state)) }
+  }
+}
+
 /// The contracts a write to a keypath affects, named by their pass states
 /// (``ContractRef``, so that scheduling touches a contract's one line, not
 /// its object): most keypaths have one reader or none, held without an

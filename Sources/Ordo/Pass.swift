@@ -95,18 +95,19 @@ final class PassRunner {
     return anyChanged
   }
 
-  /// Starts fetching the state of every written keypath's reader, before
-  /// the scheduling below reads them one by one: the fetches of a commit
-  /// reaching contracts out of cache then overlap instead of following
-  /// each other (docs/performance.md). A reader list not yet refreshed may
-  /// name a contract that is gone: a prefetch of its line is harmless.
+  /// Starts fetching the states of the readers of every written keypath
+  /// that has several, before the scheduling below reads them one by one:
+  /// the fetches of a commit reaching contracts out of cache then overlap
+  /// instead of following each other (docs/performance.md). A single
+  /// reader's state was asked for when the transaction first wrote its
+  /// keypath (``Readers/fetchSingleEarly()``). A reader list not yet
+  /// refreshed may name a contract that is gone: a prefetch of its line is
+  /// harmless.
   @inline(__always)
   private func fetchReaders() {
     for i in 0..<journal.count {
-      switch journal[i].node.state.pointee.readers {
-      case .none: break
-      case .one(let r): fetchEarly(UnsafeRawPointer(r.ref.state))
-      case .many(let list): for c in list { fetchEarly(UnsafeRawPointer(c.state)) }
+      if case .many(let list) = journal[i].node.state.pointee.readers {
+        for c in list { fetchEarly(UnsafeRawPointer(c.state)) }
       }
     }
   }

@@ -301,9 +301,11 @@ private let maxKeptBuffer = 1 << 16
 /// destroy function, and the trampoline that calls the callback with an
 /// `ordo_notification`. The core holds it through the callback closure.
 final class CContract: @unchecked Sendable {
-  // What a call reads: these fields, first (in the 40 bytes after the
-  // object header), in one cache line; the pass starts fetching it when it
-  // schedules the contract (``ContractRef/warmCallback()`` in the core).
+  // What a call reads: these fields, first (the 32 bytes after the object
+  // header, one or two cache lines as the object falls); the pass starts
+  // fetching them when it schedules the contract
+  // (``ContractRef/warmCallback()`` in the core, which fetches bytes 16
+  // and 47 of the object).
   // Spread over the object, a call read up to three lines of it
   // (callgrind's cache simulation of `ordo-c-bench 100000` with `scale`).
   /// Set (releasing) once ``id`` is set, under the owner's lock.
