@@ -393,7 +393,7 @@ func randomHistory(_ bus: Bus, _ durable: DurableState, seed: UInt64, transactio
     #expect(try bus.changedAt("big.blob") == 4 && bus.counter("big.blob") == 1)
     #expect(try bus.counter("big.one") == 0 && bus.counter("big.two") == 0)
     // What the child saw last is what the file holds.
-    #expect(described.hasPrefix("state txn 7 big.blob=bytes 262144/1/4 "), "\(described)")
+    #expect(described.hasPrefix("state txn 7 big.blob=bytes 5242880/1/4 "), "\(described)")
     #expect(described.contains(" seq=int64 7/6/7 ") && described.contains(" t.tick=-/1/7"), "\(described)")
     let all = try bus.changes(since: 0, ["**"])
     let lines = try all.counters.keys.sorted().map { k in

@@ -270,6 +270,45 @@ func makeState(_ path: String, _ n: UInt64) throws {
     expectRefused(dir.file("no/such/state.ordo"), .storage, ["cannot create", "No such file or directory"])
   }
 
+  /// The WAL is grown to its working size when the file opens, so commits
+  /// overwrite it in place and never append (docs/storage.md); the zeros
+  /// past its last frame change nothing of what is loaded, after a close
+  /// or after a process dies without one.
+  @Test func theWALHasItsWorkingSizeFromTheStart() throws {
+    let dir = TempDir()
+    defer { dir.remove() }
+    let path = dir.file("state.ordo")
+    func walSize() -> Int64? {
+      var st = stat()
+      return stat(path + "-wal", &st) == 0 ? Int64(st.st_size) : nil
+    }
+    let f = try StateFile.open(path: path)
+    #expect(walSize() == 4 << 20)
+    // More commits than fill the WAL up to its automatic checkpoint: it
+    // keeps its size (SQLite restarts it from the start).
+    for t in UInt64(1)...1_200 {
+      try f.append(transaction: t, changes: [kp("k.n\(t % 50)", .int64(Int64(t)), (t + 49) / 50, t)])
+      try f.sync()
+      if t % 100 == 0 { #expect(walSize() == 4 << 20, "after \(t) commits") }
+    }
+    let kept = try f.load()
+    #expect(kept.lastTransaction == 1_200 && kept.keypaths.count == 50)
+    f.close()
+    let g = try StateFile.open(path: path)
+    #expect(walSize() == 4 << 20)
+    #expect(try g.load() == kept)
+    g.close()
+    // A process killed right after opening (its WAL all zeros) leaves a
+    // file that loads what was synced (kills after commits:
+    // DurabilityTests).
+    let child = Child([toolPath(), "hold", path])
+    #expect(child.line() == "held")
+    #expect(walSize() == 4 << 20)
+    child.kill9()
+    #expect(child.wait() == 128 + SIGKILL)
+    #expect(try StateFile.open(path: path).load() == kept)
+  }
+
   @Test func readOnlyDirectory() throws {
     let dir = TempDir()
     defer { dir.remove() }
