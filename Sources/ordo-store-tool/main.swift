@@ -11,6 +11,9 @@
 //       it open until stdin closes
 //   ordo-store-tool open PATH                opens and closes PATH; prints
 //       "opened" or "error KIND MESSAGE" (exit status 1)
+//   ordo-store-tool open-limited PATH BYTES  opens PATH under a file-size
+//       limit of BYTES (SIGXFSZ ignored), prints "wal SIZE", stores and
+//       syncs one small transaction, prints "synced ID"
 //   ordo-store-tool bench DIR [N]            group commit: N transactions
 //       with one sync each vs one sync per group, in both sync settings;
 //       prints one JSON object
@@ -158,6 +161,27 @@ func tryOpen(_ path: String) -> Int32 {
   } catch {
     say("error \(error.kind.rawValue) \(error.message)")
     return 1
+  }
+}
+
+/// Opens `path` under a file-size limit set first, so that the WAL's
+/// preallocation at open fails (see `StateFile`): the open must still
+/// succeed, with the WAL cut back, and a small transaction be stored.
+func openLimited(_ path: String, _ bytes: Int) {
+  signal(SIGXFSZ, SIG_IGN)
+  var limit = rlimit()
+  getrlimit(__rlimit_resource_t(RLIMIT_FSIZE.rawValue), &limit)
+  limit.rlim_cur = rlim_t(bytes)
+  if setrlimit(__rlimit_resource_t(RLIMIT_FSIZE.rawValue), &limit) != 0 { fail("setrlimit: \(String(cString: strerror(errno)))") }
+  do {
+    let f = try StateFile.open(path: path)
+    say("wal \(fileSize(path + "-wal"))")
+    let t = try f.load().lastTransaction + 1
+    try f.append(transaction: t, changes: [StoredKeypath(keypath: "small.n\(t)", value: .int64(Int64(t)), counter: 1, changedAt: t)])
+    say("synced \(try f.sync())")
+    f.close()
+  } catch {
+    fail(error.message)
   }
 }
 
@@ -396,7 +420,7 @@ func busBench(_ dir: String, _ n: Int) {
 let args = CommandLine.arguments
 guard args.count >= 3 else {
   fail(
-    "usage: ordo-store-tool crash PATH full|normal | fsize PATH | hold PATH | open PATH | bench DIR [N] | bus-crash PATH full|normal grouped|each-commit | bus-bench DIR [N] | bus-fsize PATH"
+    "usage: ordo-store-tool crash PATH full|normal | fsize PATH | hold PATH | open PATH | open-limited PATH BYTES | bench DIR [N] | bus-crash PATH full|normal grouped|each-commit | bus-bench DIR [N] | bus-fsize PATH"
   )
 }
 switch args[1] {
@@ -410,6 +434,9 @@ case "crash":
 case "fsize": fsize(args[2])
 case "hold": hold(args[2])
 case "open": exit(tryOpen(args[2]))
+case "open-limited":
+  guard args.count == 4, let bytes = Int(args[3]), bytes > 0 else { fail("usage: ordo-store-tool open-limited PATH BYTES") }
+  openLimited(args[2], bytes)
 case "bus-crash":
   guard args.count == 5, let mode = DurableState.Mode(rawValue: args[4]) else {
     fail("usage: ordo-store-tool bus-crash PATH full|normal grouped|each-commit")

@@ -309,6 +309,38 @@ func makeState(_ path: String, _ n: UInt64) throws {
     #expect(try StateFile.open(path: path).load() == kept)
   }
 
+  /// The WAL's preallocation is best effort: a write of it that fails (a
+  /// file-size limit below 4 MiB) cuts it back, and the file opens and
+  /// stores as before.
+  @Test func aFailedWALPreallocationIsCutBack() throws {
+    let dir = TempDir()
+    defer { dir.remove() }
+    let path = dir.file("state.ordo")
+    let child = Child([toolPath(), "open-limited", path, "\(1 << 20)"])
+    let wal = child.line() ?? ""
+    #expect(wal.hasPrefix("wal ") && (Int(wal.dropFirst(4)) ?? Int.max) < 1 << 20, "\(wal)")
+    #expect(child.line() == "synced 1")
+    #expect(child.wait() == 0)
+    #expect(try StateFile.open(path: path).load().keypaths == [kp("small.n1", .int64(1), 1, 1)])
+  }
+
+  /// Nor does it take a small file system's space: with less than 64 MiB
+  /// free the WAL is not grown.
+  @Test func noWALPreallocationOnASmallFileSystem() throws {
+    try #require(canMount, "mounting a tmpfs needs root")
+    let dir = TempDir()
+    defer { dir.remove() }
+    #expect(run(["/bin/mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", dir.path]) == 0)
+    defer { run(["/bin/umount", dir.path]) }
+    let path = dir.file("state.ordo")
+    let f = try StateFile.open(path: path)
+    var st = stat()
+    #expect(stat(path + "-wal", &st) == 0 && st.st_size < 1 << 20, "WAL of \(st.st_size) bytes")
+    try f.append(transaction: 1, changes: [kp("a", .int64(1), 1, 1)])
+    #expect(try f.sync() == 1)
+    f.close()
+  }
+
   @Test func readOnlyDirectory() throws {
     let dir = TempDir()
     defer { dir.remove() }
