@@ -34,8 +34,20 @@ public final class Bus: @unchecked Sendable {
   }
 
   deinit {
+    // A transaction left open: its held-back writes go with it.
+    store.behind.discard()
     link.detach()
     store.reset()
+  }
+
+  /// Takes the bus's lock and applies the writes held back
+  /// (``WriteBehind``): every section under the lock starts here, but the
+  /// writes that may be held back themselves (``write(_:_:)`` settles
+  /// before any write it does not hold back).
+  @inline(__always)
+  func lockGate() {
+    gate.lock.lock()
+    if !store.behind.isEmpty { store.settle() }
   }
 
   // MARK: - Transactions (SPEC §3)
@@ -44,7 +56,7 @@ public final class Bus: @unchecked Sendable {
   /// the running pass, from a callback). Waits while another thread's
   /// transaction runs.
   public func begin() {
-    gate.lock.lock()
+    lockGate()
     _ = gate.acquire()
     gate.enter()
     gate.lock.unlock()
@@ -59,7 +71,7 @@ public final class Bus: @unchecked Sendable {
   ///   the transaction (then nothing of it was applied).
   @discardableResult
   public func commit() throws(OrdoError) -> UInt64 {
-    gate.lock.lock()
+    lockGate()
     switch gate.leave() {
     case .refused:
       gate.lock.unlock()
@@ -100,7 +112,7 @@ public final class Bus: @unchecked Sendable {
   ///   ``OrdoError/Code/invalidArgument`` inside a callback (a pass cannot be
   ///   undone).
   public func rollback() throws(OrdoError) {
-    gate.lock.lock()
+    lockGate()
     guard gate.isOwner, case .open = gate.phase else {
       let inCallback = gate.isOwner && gate.inTransaction
       gate.lock.unlock()
@@ -177,7 +189,7 @@ public final class Bus: @unchecked Sendable {
   /// - Throws: ``OrdoError/Code/noTransaction`` outside a transaction or
   ///   callback.
   public func onRollback(_ action: @escaping @Sendable () -> Void) throws(OrdoError) {
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     guard gate.inTransaction else { throw OrdoError(.noTransaction, "onRollback outside a transaction") }
     if !gate.inPass { store.journal.undo.append(action) }
@@ -187,7 +199,7 @@ public final class Bus: @unchecked Sendable {
   /// then writes are accepted and a `begin` joins what is open. Bridges use
   /// it to hold remote work back while the host thread's transaction is open.
   package var isInTransaction: Bool {
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     return gate.inTransaction
   }
@@ -196,7 +208,7 @@ public final class Bus: @unchecked Sendable {
   /// none). While a pass runs, its thread sees the pass's id; other threads
   /// see the last committed one (the pass's writes are not visible to them).
   public var transactionID: UInt64 {
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     return visibleTransaction()
   }
@@ -208,14 +220,14 @@ public final class Bus: @unchecked Sendable {
   /// store. Transaction ids, counters and changed-at compare only within one
   /// epoch; a persistence layer restores it with the model.
   public var epoch: String {
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     return store.epoch
   }
 
   /// The number of keypath nodes the store keeps (for tests).
   var nodeCount: Int {
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     return store.nodes.count
   }
@@ -228,6 +240,8 @@ public final class Bus: @unchecked Sendable {
   ///   and inside a callback ``OrdoError/Code/contractViolation`` or
   ///   ``OrdoError/Code/stability``.
   public func set(_ keypath: String, _ value: Value) throws(OrdoError) {
+    // Not lockGate(): the write may be held back with the others (finding
+    // the node does not depend on what is held).
     gate.lock.lock()
     defer { gate.lock.unlock() }
     try write(store.target(keypath), .set(value))
@@ -236,7 +250,7 @@ public final class Bus: @unchecked Sendable {
   /// Marks `keypath` changed without storing a value (for values that live
   /// in the host program). Throws like ``set(_:_:)-(String,_)``.
   public func touch(_ keypath: String) throws(OrdoError) {
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     try write(store.target(keypath), .touch)
   }
@@ -244,7 +258,7 @@ public final class Bus: @unchecked Sendable {
   /// Removes the value of `keypath` (no change if it has none). Throws like
   /// ``set(_:_:)-(String,_)``.
   public func remove(_ keypath: String) throws(OrdoError) {
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     try write(store.target(keypath), .remove)
   }
@@ -253,7 +267,7 @@ public final class Bus: @unchecked Sendable {
   /// callback the write set must allow the keypath and all its descendants
   /// (e.g. `k.**`). Throws like ``set(_:_:)-(String,_)``.
   public func removeTree(_ keypath: String) throws(OrdoError) {
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     try write(store.target(keypath), .removeTree)
   }
@@ -264,6 +278,7 @@ public final class Bus: @unchecked Sendable {
   /// with a `String`. For bridges that receive keypaths as C strings: the
   /// common write makes no `String`.
   package func setExisting(utf8 keypath: UnsafeBufferPointer<UInt8>, _ value: Value) throws(OrdoError) -> Bool {
+    // Not lockGate(), as set(_:_:).
     gate.lock.lock()
     defer { gate.lock.unlock() }
     guard let n = store.existing(utf8: UnsafeRawBufferPointer(keypath)) else { return false }
@@ -279,7 +294,7 @@ public final class Bus: @unchecked Sendable {
   ///   none of the writes is applied.
   package func write(_ batch: [Write]) throws(OrdoError) {
     guard !batch.isEmpty else { return }
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     var resolved: [(Target, WriteOp)] = []
     resolved.reserveCapacity(batch.count)
@@ -311,7 +326,7 @@ public final class Bus: @unchecked Sendable {
   /// equal-value set changes nothing but obeys the same rules as a stored
   /// value's (SPEC §5: stability is checked before the equal-value test).
   func checkWrite(_ keypath: String) throws(OrdoError) {
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     let t = try store.target(keypath)
     switch gate.writeAccess {
@@ -327,8 +342,16 @@ public final class Bus: @unchecked Sendable {
   func write(_ t: Target, _ op: WriteOp) throws(OrdoError) {
     let access = gate.writeAccess
     switch access {
-    case .free: break  // the owner's open transaction: no contract rules
+    case .free:
+      // The owner's open transaction: no contract rules, and a scalar set
+      // of a keypath the store has is held back (``WriteBehind``).
+      if case .node(let r) = t, case .set(let v) = op {
+        let p = PackedValue(v)
+        if p.kind != .boxed { return store.holdBack(r, p) }
+      }
+      if !store.behind.isEmpty { store.settle() }
     case .contract(let c):
+      assert(store.behind.isEmpty, "writes held back in a callback")
       do { try Rules.checkWrite(c, t, op, contractGraph) } catch {
         passes.recorder?.refused(t.keypath, error)
         throw error
@@ -365,7 +388,7 @@ public final class Bus: @unchecked Sendable {
   ///
   /// - Throws: ``OrdoError/Code/invalidKeypath``, ``OrdoError/Code/contractViolation``.
   public func value(_ keypath: String) throws(OrdoError) -> Value? {
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     guard let n = try readable(keypath) else { return nil }
     return store.value(n, own: gate.isOwner)
@@ -384,7 +407,7 @@ public final class Bus: @unchecked Sendable {
   /// The number of committed transactions that changed `keypath` itself (0 if
   /// none). Inside a callback the keypath must be readable by the contract.
   public func counter(_ keypath: String) throws(OrdoError) -> UInt64 {
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     return try readable(keypath)?.counter ?? 0
   }
@@ -392,7 +415,7 @@ public final class Bus: @unchecked Sendable {
   /// The id of the last committed transaction that changed `keypath` (0 if
   /// none; SPEC §10). A removed value keeps it. Read like ``counter(_:)`-(String)`.
   public func changedAt(_ keypath: String) throws(OrdoError) -> UInt64 {
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     return try readable(keypath)?.changedAt ?? 0
   }
@@ -401,7 +424,7 @@ public final class Bus: @unchecked Sendable {
   /// ``HostedProperty``): inside a callback, checks it against the
   /// contract's read and write sets like a read of a stored value.
   public func access(_ keypath: String) throws(OrdoError) {
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     _ = try readable(keypath)
   }
@@ -423,7 +446,7 @@ public final class Bus: @unchecked Sendable {
   /// These reads count as reads of the contract's read patterns (its usage
   /// report, ``ContractInfo/unusedReads``): a remote contract receives them.
   package func values(of note: ContractNotification) -> [String: Value] {
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     let own = gate.isOwner
     let c = contractGraph.contract(note.contract)
@@ -444,7 +467,7 @@ public final class Bus: @unchecked Sendable {
   ///   not read.
   public func snapshot(_ patterns: [String]) throws(OrdoError) -> Snapshot {
     let parsed = try Bus.parse(patterns)
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     let compiled = parsed.map(store.compileQuery)
     if let c = gate.reader { try Rules.checkRead(c, patterns: compiled, as: patterns) }
@@ -470,7 +493,7 @@ public final class Bus: @unchecked Sendable {
   ///   ``OrdoError/Code/contractViolation`` like ``snapshot(_:)-([String])``.
   public func changes(since: UInt64, _ patterns: [String]) throws(OrdoError) -> Changes {
     let parsed = try Bus.parse(patterns)
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     // Committed state only: a pass's own thread reads what was committed
     // before it, like every other thread.
@@ -521,7 +544,7 @@ public final class Bus: @unchecked Sendable {
       throw OrdoError(.invalidArgument, "contract \"\(spec.name)\" has an empty read set (every-transaction) and may not write; its write set is [\(spec.writes.joined(separator: ", "))]")
     }
     let initial = spec.flags.contains(.notifyInitial)
-    gate.lock.lock()
+    lockGate()
     let acquired = gate.acquire()
     let c = contractGraph.make(spec, reads: reads, writes: writes)
     do {
@@ -551,7 +574,7 @@ public final class Bus: @unchecked Sendable {
       if let trace = outcome.trace {
         gate.lock.unlock()
         deliver(trace)
-        gate.lock.lock()
+        lockGate()
       }
       hooks = passEnded(outcome)
       if let refusal = outcome.refusal {
@@ -591,7 +614,7 @@ public final class Bus: @unchecked Sendable {
   ///
   /// - Throws: ``OrdoError/Code/notFound`` for an unknown id.
   public func unregister(_ id: ContractID) throws(OrdoError) {
-    gate.lock.lock()
+    lockGate()
     let acquired = gate.acquire()
     guard let c = contractGraph.contract(id) else {
       if acquired { gate.release() }
@@ -609,7 +632,7 @@ public final class Bus: @unchecked Sendable {
   /// Unregisters the contract with this name. Throws
   /// ``OrdoError/Code/notFound`` when there is none.
   public func unregister(named name: String) throws(OrdoError) {
-    gate.lock.lock()
+    lockGate()
     let id = contractGraph.contract(named: name)?.id
     gate.lock.unlock()
     guard let id else { throw OrdoError(.notFound, "no contract named \"\(name)\" on this bus") }
@@ -620,7 +643,7 @@ public final class Bus: @unchecked Sendable {
   /// error), with the contract's name and the transaction id. It runs on the
   /// committing thread, without the bus's lock.
   public func onFailure(_ handler: (@Sendable (ContractFailure) -> Void)?) {
-    gate.lock.lock()
+    lockGate()
     passes.failureHandler = handler
     gate.lock.unlock()
   }
@@ -632,7 +655,7 @@ public final class Bus: @unchecked Sendable {
   /// committing thread after the pass, without the bus's lock. Without a
   /// handler a pass records nothing.
   public func onTrace(_ handler: (@Sendable (PassTrace) -> Void)?) {
-    gate.lock.lock()
+    lockGate()
     passes.traceListeners[0] = handler
     gate.lock.unlock()
   }
@@ -641,7 +664,7 @@ public final class Bus: @unchecked Sendable {
   /// service tracing for its peers does not displace the host's own
   /// handler). Returns its key for ``removeTraceListener(_:)``.
   package func addTraceListener(_ listener: @escaping @Sendable (PassTrace) -> Void) -> UInt64 {
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     let key = passes.nextTraceListener
     passes.nextTraceListener += 1
@@ -651,14 +674,14 @@ public final class Bus: @unchecked Sendable {
 
   /// Removes a listener added with ``addTraceListener(_:)``.
   package func removeTraceListener(_ key: UInt64) {
-    gate.lock.lock()
+    lockGate()
     passes.traceListeners[key] = nil
     gate.lock.unlock()
   }
 
   /// Calls the trace handler, without the lock.
   private func deliver(_ trace: PassTrace) {
-    gate.lock.lock()
+    lockGate()
     let listeners = passes.traceListeners.sorted { $0.key < $1.key }.map(\.value)
     gate.lock.unlock()
     for l in listeners { l(trace) }
@@ -671,12 +694,12 @@ public final class Bus: @unchecked Sendable {
   /// inside a callback (a remote writer contract awaiting its peer's answer)
   /// and meanwhile serve other clients on the same thread.
   package func withCallbackSuspended<T>(_ body: () throws -> T) rethrows -> T {
-    gate.lock.lock()
+    lockGate()
     let was = gate.setSuspended(true)
     gate.lock.unlock()
     defer {
       if let was {
-        gate.lock.lock()
+        lockGate()
         _ = gate.setSuspended(was)
         gate.lock.unlock()
       }
@@ -693,7 +716,7 @@ public final class Bus: @unchecked Sendable {
   /// (memory as before it) and `commit` throws ``OrdoError/Code/storage``.
   /// For persistence layers (OrdoStore); it must not call into the bus.
   package func setCommitHook(_ hook: ((UInt64, [KeyState]) throws -> Void)?) {
-    gate.lock.lock()
+    lockGate()
     passes.commitHook = hook
     gate.lock.unlock()
   }
@@ -706,7 +729,7 @@ public final class Bus: @unchecked Sendable {
   ///   when a keypath changed after `lastTransaction`;
   ///   ``OrdoError/Code/invalidKeypath``. Nothing changes when it throws.
   package func restore(epoch: String, lastTransaction: UInt64, keypaths: [KeyState]) throws(OrdoError) {
-    gate.lock.lock()
+    lockGate()
     let acquired = gate.acquire()
     defer {
       if acquired { gate.release() }

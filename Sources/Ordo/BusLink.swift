@@ -130,7 +130,7 @@ extension Bus {
   /// refresh", for work that must see every contract's result: a layout
   /// pass, a redraw request, an undo-group boundary.
   public func atEndOfPass(_ hook: @escaping @Sendable () -> Void) {
-    gate.lock.lock()
+    lockGate()
     link.endOfPass.append(hook)
     gate.lock.unlock()
   }

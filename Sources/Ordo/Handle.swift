@@ -60,7 +60,7 @@ extension Bus {
   /// - Throws: ``OrdoError/Code/invalidKeypath`` for a malformed keypath
   ///   (patterns are not keypaths).
   public func resolve(_ keypath: String) throws(OrdoError) -> Handle {
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     let node = try store.pin(keypath)
     // From now on the link keeps the pinned nodes when the bus goes.
@@ -84,6 +84,7 @@ extension Bus {
     // The state's line is fetched while the lock is taken, not after (the
     // lock's atomic operation would hold up a load).
     fetchEarlyForWrite(UnsafeRawPointer(handle.ref.state))
+    // Not lockGate(): the write may be held back with the others.
     gate.lock.lock()
     defer { gate.lock.unlock() }
     try write(.node(ref(handle)), .set(value))
@@ -92,7 +93,7 @@ extension Bus {
   /// Marks the handle's keypath changed without a value. Throws like
   /// ``set(_:_:)-(Handle,_)``.
   public func touch(_ handle: Handle) throws(OrdoError) {
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     try write(.node(ref(handle)), .touch)
   }
@@ -100,7 +101,7 @@ extension Bus {
   /// Removes the value of the handle's keypath. Throws like
   /// ``set(_:_:)-(Handle,_)``.
   public func remove(_ handle: Handle) throws(OrdoError) {
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     try write(.node(ref(handle)), .remove)
   }
@@ -108,7 +109,7 @@ extension Bus {
   /// Removes the values of the handle's keypath and its descendants. Throws
   /// like ``removeTree(_:)``.
   public func removeTree(_ handle: Handle) throws(OrdoError) {
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     try write(.node(ref(handle)), .removeTree)
   }
@@ -120,7 +121,7 @@ extension Bus {
 
   /// The value of a resolved node of this bus, or nil.
   func value(node: NodeRef) throws(OrdoError) -> Value? {
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     let n = try readable(node.node)
     return store.value(n, own: gate.isOwner)
@@ -141,7 +142,7 @@ extension Bus {
 
   /// The counter of a resolved node of this bus.
   func counter(node: NodeRef) throws(OrdoError) -> UInt64 {
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     return try readable(node.node).counter
   }
@@ -150,7 +151,7 @@ extension Bus {
   /// with its keypath as a C string made now.
   package func resolveAddress(_ keypath: String) throws(OrdoError) -> HandleAddress {
     let h = try resolve(keypath)
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     // Made under the lock, as a pass makes it; from now on only read.
     _ = h.ref.cKey

@@ -3,7 +3,7 @@
 extension Bus {
   /// Every registered contract, in pass order.
   public func contracts() -> [ContractInfo] {
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     let sorted = contractGraph.registry.live.sorted { $0.key < $1.key }
     return sorted.enumerated().map { i, c in
@@ -23,14 +23,14 @@ extension Bus {
 
   /// The id of the contract whose callback runs on this thread now, if any.
   public var currentContract: ContractID? {
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     return gate.running?.id
   }
 
   /// Counts kept since the bus was made.
   public var statistics: BusStatistics {
-    gate.lock.lock()
+    lockGate()
     defer { gate.lock.unlock() }
     return BusStatistics(
       contracts: contractGraph.registry.count, transactions: gate.ownPassTransaction ?? store.lastTransaction,

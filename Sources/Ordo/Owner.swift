@@ -40,7 +40,7 @@ extension Bus {
       }
       try body(owner, ContractContext(note, link))
     })
-    gate.lock.lock()
+    lockGate()
     // An initial call may already have found the owner gone and removed it.
     if contractGraph.contract(handle.id) != nil { link.owned[handle.id] = WeakOwner(object: owner) }
     gate.lock.unlock()
@@ -52,7 +52,7 @@ extension Bus {
   /// how many.
   @discardableResult
   public func removeContractsOfDeallocatedOwners() -> Int {
-    gate.lock.lock()
+    lockGate()
     var dead: [ContractID] = []
     for (id, o) in link.owned where o.object == nil { dead.append(id) }
     for id in dead { link.owned[id] = nil }
@@ -64,7 +64,7 @@ extension Bus {
 
   /// A callback found its owner gone: unregister it (it is not called).
   func ownerGone(_ id: ContractID) {
-    gate.lock.lock()
+    lockGate()
     link.owned[id] = nil
     gate.lock.unlock()
     try? unregister(id)

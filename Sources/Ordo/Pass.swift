@@ -63,6 +63,7 @@ final class PassRunner {
   /// The pass of the transaction in the journal, at its outermost commit.
   /// Lock and ownership held on entry; ownership given up on return.
   func runCommit() -> Outcome {
+    assert(store.behind.isEmpty, "a pass starts with writes held back")
     nextSerial()
     if !traceListeners.isEmpty { recorder = TraceRecorder() }
     guard scheduleChangedReaders() else { return discard() }

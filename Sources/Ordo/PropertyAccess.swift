@@ -8,6 +8,7 @@ extension Bus {
   /// ``Property/set(_:)`` makes.
   @inline(__always)
   func writeProperty(_ node: NodeRef, _ op: WriteOp) throws(OrdoError) {
+    // Not lockGate(): the write may be held back with the others.
     gate.lock.lock()
     defer { gate.lock.unlock() }
     try write(.node(node), op)
@@ -15,7 +16,7 @@ extension Bus {
 
   /// A typed property for a resolved (pinned) node of this bus.
   func makeProperty<T: PropertyValue>(_ node: KeyNode, as type: T.Type) -> Property<T> {
-    gate.lock.lock()
+    lockGate()
     // From now on the link keeps the pinned nodes when the bus goes
     // (``BusLink/detach()``).
     link.keepsPinned = true

@@ -137,6 +137,9 @@ final class Store {
   // contracts 7 % more; it is only touched with the bus's lock held.
   @exclusivity(unchecked) var nodes = UnretainedTable<KeyNode>()
   let journal = Journal()
+  /// Scalar sets of the owner's open transaction not yet applied
+  /// (``WriteBehind``); ``settle()`` applies them.
+  let behind = WriteBehind.make()
   var segments = SegmentTable()
   /// Keypaths holding a value.
   private(set) var valueCount = 0
@@ -150,6 +153,8 @@ final class Store {
     root = KeyNode(key: "", ids: [], hash: hashString(""), slab: slab)
     epoch = makeEpoch()
   }
+
+  deinit { behind.destroy() }
 
   // MARK: - Resolving keypaths
 
@@ -260,16 +265,7 @@ final class Store {
       // each step) the scalar write costs 7 instructions more per change
       // (`Benchmarks/profile.sh delivery-handles`, 509 against 516).
       if p.kind != .boxed {
-        // A scalar: plain bits compared, saved and stored.
-        altered = st.pointee.packed != p
-        i = journal.write(r, external: external, ownValue: true, touched: false)
-        if altered {
-          journal.altering(i, from: r)
-          let old = st.pointee.packed.kind
-          if old == .absent { valueCount += 1 } else if old == .boxed { r.with { $0.boxed = nil } }
-          st.pointee.packed = p
-          journal.altered(i, to: p)
-        }
+        (altered, i) = applyScalar(r, p, external: external)
       } else {
         altered = r.with { !Value.same($0.value, v) }
         i = journal.write(r, external: external, ownValue: true, touched: false)
@@ -312,6 +308,40 @@ final class Store {
     }
     if let writer, writer != 0 { journal.addWriter(i, writer) }
     return altered
+  }
+
+  /// A scalar set: plain bits compared, saved and stored. Returns whether
+  /// it altered the current state, and the node's journal record.
+  @inline(__always)
+  private func applyScalar(_ r: NodeRef, _ p: PackedValue, external: Bool) -> (Bool, Int) {
+    let st = r.state
+    let altered = st.pointee.packed != p
+    let i = journal.write(r, external: external, ownValue: true, touched: false)
+    if altered {
+      journal.altering(i, from: r)
+      let old = st.pointee.packed.kind
+      if old == .absent { valueCount += 1 } else if old == .boxed { r.with { $0.boxed = nil } }
+      st.pointee.packed = p
+      journal.altered(i, to: p)
+    }
+    return (altered, i)
+  }
+
+  /// Holds back a scalar set of the owner's open transaction outside
+  /// callbacks (``WriteBehind``): `p` is a bool, int64 or double, `r` a
+  /// node the store has. Settles first when the buffer is full.
+  @inline(__always)
+  func holdBack(_ r: NodeRef, _ p: PackedValue) {
+    if behind.isFull { settle() }
+    behind.append(r, p)
+  }
+
+  /// Applies the held-back sets, in the order they were made, as
+  /// ``apply(_:_:writer:)`` with no writer would have. Every use of the
+  /// store but a held-back write comes after it (``Bus/lockGate()``).
+  @inline(never)
+  func settle() {
+    behind.drain { r, p in _ = applyScalar(r, p, external: true) }
   }
 
   private func setValue(_ n: KeyNode, _ v: Value?) {
@@ -360,6 +390,8 @@ final class Store {
   /// nothing at its end: a rolled-back or cancelled transaction leaves the
   /// store as it found it.
   func reset() {
+    assert(behind.isEmpty, "a transaction ends with writes held back")
+    behind.discard()
     for n in journal.created.reversed() where !n.isKept {
       var parent = root
       for id in n.ids.dropLast() {
