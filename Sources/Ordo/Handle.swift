@@ -168,10 +168,12 @@ extension Bus {
 
 /// A handle as one word, for a bridge that hands handles out as opaque
 /// pointers (the C shim's `ordo_handle *`): the address of its node's
-/// state. The state's page names its slab and the slab its bus's link
+/// state. The state's block names its slab and the slab its bus's link
 /// (``NodeSlab/slab(of:)``), so the word leads back to its bus with no
 /// lookup and no object of its own: a write through it touches the state's
-/// line and its page's header line (shared by the page's 63 states). An
+/// line and its block's anchor line (shared by the block's 4 032 states;
+/// it was the page's header, shared by 63, until the writes were held
+/// back and it became the one miss a C write waited for). An
 /// object per handle cost a C write at 100 000 keypaths one more cache
 /// miss, waited for before the state's (docs/performance.md).
 ///

@@ -8,9 +8,22 @@ internal import CCacheHint
 /// header of `headerSize` bytes, which the table writes when the page is
 /// made (``take(newPage:)``), at a place that depends on the page
 /// (``header(of:headerSize:)``). Not thread-safe: its table guards it.
+///
+/// With `anchored` blocks every block is ``blockSize`` (64 pages) and
+/// aligned to it, and one page header of each block, its anchor
+/// (``anchor(of:headerSize:)``), is written when the block is made: a
+/// room then finds a header shared by the block's 4 032 rooms from its own
+/// address, where its page's header is shared by 63. (A write through a C
+/// handle at 100 000 keypaths reads the header that names its bus: 1 588
+/// page headers fall out of the first two cache levels, 25 anchors do not;
+/// docs/performance.md, "Writes held back".) The memory a block reserves
+/// but does not use is only address space until its pages are used.
 struct LineRooms {
   static let pageSize = 4_096
   static let lineSize = 64
+  /// Pages in the largest block, and in every anchored one.
+  static let pagesPerBlock = 64
+  static let blockSize = pagesPerBlock * pageSize
 
   /// The bytes of each page, its header, that hold no room.
   let headerSize: Int
@@ -29,10 +42,14 @@ struct LineRooms {
   private var usedInPage: Int
   /// Released rooms, by address.
   private var free: [UInt] = []
+  /// Whether blocks are anchored (see the type).
+  let anchored: Bool
 
-  init(headerSize: Int) {
+  init(headerSize: Int, anchored: Bool = false) {
     precondition(headerSize == 0 || (headerSize % LineRooms.lineSize == 0 && LineRooms.pageSize % headerSize == 0 && headerSize < LineRooms.pageSize))
+    precondition(!anchored || headerSize > 0, "an anchor is a page header")
     self.headerSize = headerSize
+    self.anchored = anchored
     perPage = (LineRooms.pageSize - headerSize) / LineRooms.lineSize
     usedInPage = perPage
   }
@@ -63,6 +80,16 @@ struct LineRooms {
     return p + headerOffset(ofPage: p, headerSize: headerSize)
   }
 
+  /// The anchor of an anchored block: the header of one of its pages,
+  /// chosen by the block (so that the anchors of a table's blocks, 256 KiB
+  /// apart, fall in different cache sets), found from any room's address.
+  @inline(__always)
+  static func anchor(of room: UnsafeRawPointer, headerSize: Int) -> UnsafeMutableRawPointer {
+    let block = UInt(bitPattern: room) & ~UInt(blockSize - 1)
+    let k = (block / UInt(blockSize)) % UInt(pagesPerBlock)
+    return header(of: UnsafeRawPointer(bitPattern: block + k * UInt(pageSize)).unsafelyUnwrapped, headerSize: headerSize)
+  }
+
   /// A room's place among its page's rooms.
   @inline(__always)
   static func index(of room: UnsafeRawPointer, headerSize: Int) -> Int {
@@ -72,13 +99,22 @@ struct LineRooms {
   }
 
   /// A room, uninitialized: a released one, or the next of the current
-  /// page. `newPage` is called with the header of each page made for it.
+  /// page. `newPage` is called with the header of each page made for it
+  /// (and, for an anchored block, with its anchor when the block is made:
+  /// the anchor's page gets it twice).
   mutating func take(newPage: (UnsafeMutableRawPointer) -> Void = { _ in }) -> UnsafeMutableRawPointer {
     if let r = free.popLast() { return UnsafeMutableRawPointer(bitPattern: r).unsafelyUnwrapped }
     if usedInPage == perPage {
       if pagesUsed == pagesInBlock {
-        pagesInBlock = min(max(pagesInBlock * 2, 1), 64)
-        blocks.append(.allocate(byteCount: pagesInBlock * LineRooms.pageSize, alignment: LineRooms.pageSize))
+        if anchored {
+          pagesInBlock = LineRooms.pagesPerBlock
+          let b = UnsafeMutableRawPointer.allocate(byteCount: LineRooms.blockSize, alignment: LineRooms.blockSize)
+          blocks.append(b)
+          newPage(LineRooms.anchor(of: b, headerSize: headerSize))
+        } else {
+          pagesInBlock = min(max(pagesInBlock * 2, 1), LineRooms.pagesPerBlock)
+          blocks.append(.allocate(byteCount: pagesInBlock * LineRooms.pageSize, alignment: LineRooms.pageSize))
+        }
         pagesUsed = 0
       }
       let p = blocks[blocks.count - 1] + pagesUsed * LineRooms.pageSize

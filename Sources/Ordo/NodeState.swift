@@ -150,7 +150,7 @@ enum Readers {
 }
 
 /// The dense table of a store's node states (``LineRooms`` with a one-line
-/// header per page that names the table): states handed out in the order
+/// header per page that names the table, in anchored blocks): states handed out in the order
 /// nodes are made (so consecutive keypaths have consecutive states), a
 /// released state reused by the next
 /// node. Retained by every node: a node can outlive its store (a handle's
@@ -159,10 +159,12 @@ enum Readers {
 /// the mutex. The pages go when the last node does.
 final class NodeSlab: @unchecked Sendable {
   /// Each page holds one line, at a place that depends on the page
-  /// (``LineRooms/header(of:headerSize:)``), that names its slab
-  /// (``slab(of:)``), so that a state leads to its bus (``HandleAddress``).
+  /// (``LineRooms/header(of:headerSize:)``), that names its slab; the one
+  /// of each block's anchor page is what ``slab(of:)`` reads, so that a
+  /// state leads to its bus (``HandleAddress``) through a line that 4 032
+  /// states share.
   static let headerSize = LineRooms.lineSize
-  private let table = Mutex(LineRooms(headerSize: NodeSlab.headerSize))
+  private let table = Mutex(LineRooms(headerSize: NodeSlab.headerSize, anchored: true))
   /// The link of the bus whose store made the slab, not retained: set once,
   /// by the bus's init, before the bus can make a handle; used only through
   /// a ``HandleAddress``, which is valid while the bus (and so its link)
@@ -175,10 +177,11 @@ final class NodeSlab: @unchecked Sendable {
     self.link = .passUnretained(link)
   }
 
-  /// The slab a state lies in, from its page's header.
+  /// The slab a state lies in, from its block's anchor (a header that
+  /// 4 032 states share, see ``LineRooms``).
   @inline(__always)
   static func slab(of state: UnsafeRawPointer) -> Unmanaged<NodeSlab> {
-    UnsafeRawPointer(LineRooms.header(of: state, headerSize: headerSize)).load(as: Unmanaged<NodeSlab>.self)
+    UnsafeRawPointer(LineRooms.anchor(of: state, headerSize: headerSize)).load(as: Unmanaged<NodeSlab>.self)
   }
 
   /// The rooms made so far, in use or free (for tests of the reuse).

@@ -53,6 +53,31 @@ import Testing
     #expect(byPage.count >= 300 / 63)
   }
 
+  /// A node table's blocks are anchored: each is 64 pages aligned to its
+  /// size, and every state finds its slab through its block's anchor, one
+  /// line for 4 032 states, the anchors of consecutive blocks in different
+  /// cache sets.
+  @Test func statesFindTheirSlabThroughFewAnchors() throws {
+    let slab = NodeSlab(), other = NodeSlab()
+    let count = 3 * 4_032 + 100
+    let nodes = (0..<count).map { KeyNode(key: "k\($0)", ids: [], hash: UInt64($0), slab: slab) }
+    let stranger = KeyNode(key: "x", ids: [], hash: 0, slab: other)
+    var anchors = Set<UInt>()
+    for n in nodes {
+      let s = UnsafeRawPointer(n.ref.state)
+      #expect(NodeSlab.slab(of: s).toOpaque() == Unmanaged.passUnretained(slab).toOpaque())
+      anchors.insert(UInt(bitPattern: LineRooms.anchor(of: s, headerSize: NodeSlab.headerSize)))
+    }
+    #expect(anchors.count == 4, "\(count) states, \(anchors.count) anchors")
+    for a in anchors {
+      // Its cache set (of 64) is its block's number modulo 64: blocks
+      // less than 16 MiB apart never share one.
+      let block = a & ~UInt(LineRooms.blockSize - 1)
+      #expect((a / UInt(LineRooms.lineSize)) % 64 == (block / UInt(LineRooms.blockSize)) % 64)
+    }
+    #expect(NodeSlab.slab(of: UnsafeRawPointer(stranger.ref.state)).toOpaque() == Unmanaged.passUnretained(other).toOpaque())
+  }
+
   /// A handle's one-word form (the C shim's `ordo_handle *`) leads back to
   /// its bus and obeys the rules as the handle does.
   @Test func handleAddressLeadsToItsBus() throws {
