@@ -40,14 +40,16 @@ public final class Bus: @unchecked Sendable {
     store.reset()
   }
 
-  /// Takes the bus's lock and applies the writes held back
-  /// (``WriteBehind``): every section under the lock starts here, but the
-  /// writes that may be held back themselves (``write(_:_:)`` settles
-  /// before any write it does not hold back).
+  /// Takes the bus's lock and, on the owner's thread, applies the writes
+  /// held back (``WriteBehind``): every section under the lock starts
+  /// here, but the writes that may be held back themselves
+  /// (``write(_:_:)`` settles before any write it does not hold back).
   @inline(__always)
   func lockGate() {
     gate.lock.lock()
-    if !store.behind.isEmpty { store.settle() }
+    // Only the owner holds writes back, and only its own reads and writes
+    // need them applied: another thread reads the committed state.
+    if gate.isOwner, !store.behind.isEmpty { store.settle() }
   }
 
   // MARK: - Transactions (SPEC §3)

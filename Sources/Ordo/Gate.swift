@@ -222,8 +222,14 @@ enum WriteAccess {
 /// nowhere else.
 final class Gate {
   let lock = MonitorLock.make()
-  // Touched only with `lock` held.
-  private var owner: pthread_t?
+  /// The thread that owns the bus (``currentThread``), 0 for none. Written
+  /// only with `lock` held; read with it, and without it by
+  /// ``ownsOpenTransaction`` (hence an atomic: a thread that does not own
+  /// the bus may read it while another thread takes the bus).
+  private let owner = Atomic<UInt>(0)
+  /// Written only with `lock` held, and only by the owner (every
+  /// transition below runs on the thread that acquired the bus); read with
+  /// the lock, and by the owner without it (``ownsOpenTransaction``).
   var phase = Phase.idle
   /// Ownership tickets: the next to hand out, and the one whose turn it is.
   private var nextTicket: UInt64 = 0
@@ -231,15 +237,32 @@ final class Gate {
 
   deinit { lock.destroy() }
 
+  /// The calling thread as a word (never 0).
+  @inline(__always)
+  static var currentThread: UInt {
+    #if os(Linux)
+    return pthread_self()  // an integer there, compared with ==
+    #else
+    return UInt(bitPattern: pthread_self())
+    #endif
+  }
+
   /// Whether the calling thread owns the bus. Lock held.
   @inline(__always)
-  var isOwner: Bool {
-    guard let o = owner else { return false }
-    #if os(Linux)
-    return o == pthread_self()  // an integer there: pthread_equal is ==
-    #else
-    return pthread_equal(o, pthread_self()) != 0
-    #endif
+  var isOwner: Bool { owner.load(ordering: .relaxed) == Gate.currentThread }
+
+  /// Whether the calling thread owns the bus with a transaction open
+  /// outside callbacks (writes are ``WriteAccess/free``), read without the
+  /// lock: a held-back write (``WriteBehind``) needs nothing more. Sound
+  /// because only the owner changes the phase and only the owner gives the
+  /// bus up: when the owner word names the calling thread, neither can
+  /// change before this thread changes it. Any other thread reads a word
+  /// that is not its own and stops there.
+  @inline(__always)
+  var ownsOpenTransaction: Bool {
+    guard owner.load(ordering: .relaxed) == Gate.currentThread else { return false }
+    if case .open = phase { return true }
+    return false
   }
 
   /// Waits until no other thread owns the bus and takes it, in ticket order
@@ -250,14 +273,14 @@ final class Gate {
     if isOwner { return false }
     let ticket = nextTicket
     nextTicket &+= 1
-    while owner != nil || serving != ticket { lock.wait() }
-    owner = pthread_self()
+    while owner.load(ordering: .relaxed) != 0 || serving != ticket { lock.wait() }
+    owner.store(Gate.currentThread, ordering: .relaxed)
     return true
   }
 
   /// Gives the bus to the next ticket. Lock held.
   func release() {
-    owner = nil
+    owner.store(0, ordering: .relaxed)
     serving &+= 1
     lock.broadcast()
   }

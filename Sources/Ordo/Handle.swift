@@ -84,10 +84,7 @@ extension Bus {
     // The state's line is fetched while the lock is taken, not after (the
     // lock's atomic operation would hold up a load).
     fetchEarlyForWrite(UnsafeRawPointer(handle.ref.state))
-    // Not lockGate(): the write may be held back with the others.
-    gate.lock.lock()
-    defer { gate.lock.unlock() }
-    try write(.node(ref(handle)), .set(value))
+    try writeNode(ref(handle), .set(value))
   }
 
   /// Marks the handle's keypath changed without a value. Throws like

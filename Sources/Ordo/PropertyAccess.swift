@@ -8,6 +8,22 @@ extension Bus {
   /// ``Property/set(_:)`` makes.
   @inline(__always)
   func writeProperty(_ node: NodeRef, _ op: WriteOp) throws(OrdoError) {
+    try writeNode(node, op)
+  }
+
+  /// A write to a resolved node (a handle's, a typed property's). In the
+  /// owner's open transaction a scalar set is held back without the lock
+  /// (``WriteBehind``: the buffer is the owner's alone, and
+  /// ``Gate/ownsOpenTransaction`` needs no lock), so that a transaction's
+  /// writes do not wait for one another: the lock's atomic operation waited
+  /// for the load of the caller's handle before it, one write after
+  /// another. Every other write takes the lock and the one write path.
+  @inline(__always)
+  func writeNode(_ node: NodeRef, _ op: WriteOp) throws(OrdoError) {
+    if case .set(let v) = op, gate.ownsOpenTransaction, !store.behind.isFull {
+      let p = PackedValue(v)
+      if p.kind != .boxed { return store.behind.append(node, p) }
+    }
     // Not lockGate(): the write may be held back with the others.
     gate.lock.lock()
     defer { gate.lock.unlock() }
