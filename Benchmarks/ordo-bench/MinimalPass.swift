@@ -22,10 +22,14 @@ import Ordo
 ///   (SPEC §2, §10); the transaction's records are dropped.
 ///
 /// With `locked`, it also follows Ordo's threading design (SPEC §3: any
-/// thread may read the committed state while a transaction is open): the
-/// bus's mutex is taken for each write and released around each callback
-/// (so that the callback may call back into the bus, and other threads
-/// read meanwhile). Without, it is single-threaded.
+/// thread may read the committed state while a transaction is open): a
+/// write goes to a buffer of the writing thread's, which other threads
+/// never read, with no lock (Ordo holds such writes back the same way,
+/// docs/semantics.md, "Writes held back"); the commit takes the bus's
+/// mutex, applies them, and releases the mutex around each callback (so
+/// that the callback may call back into the bus, and other threads read
+/// meanwhile). (Until 2026-12-03 it took the mutex for each write, as Ordo
+/// did.) Without, it is single-threaded and writes in place.
 ///
 /// It is a floor, not a competitor: a target that this cannot reach is out
 /// of reach for Ordo's design.
@@ -47,6 +51,12 @@ final class MinimalPass {
   private let journalValue: UnsafeMutableBufferPointer<Int64>
   private let journalPresent: UnsafeMutableBufferPointer<Bool>
   private var journalCount = 0
+  /// `locked`: the writes of the open transaction, not applied yet (the
+  /// writer's own; as large as the workload needs, never settled early:
+  /// less than Ordo's 16-entry buffer).
+  private let pendingKey: UnsafeMutableBufferPointer<Int>
+  private let pendingValue: UnsafeMutableBufferPointer<Int64>
+  private var pendingCount = 0
   /// The reader of each keypath, and per reader its pass stamp.
   private let reader: UnsafeMutableBufferPointer<Int>
   private let scheduled: UnsafeMutableBufferPointer<UInt32>
@@ -75,6 +85,8 @@ final class MinimalPass {
     journalKey = buffer(0)
     journalValue = buffer(0)
     journalPresent = buffer(false)
+    pendingKey = buffer(0)
+    pendingValue = buffer(0)
     reader = buffer(0)
     for i in 0..<keys.count { reader[i] = i }
     scheduled = buffer(0)
@@ -86,10 +98,10 @@ final class MinimalPass {
   deinit {
     pthread_mutex_destroy(mutex)
     mutex.deallocate()
-    for b in [values, journalValue] { b.deallocate() }
+    for b in [values, journalValue, pendingValue] { b.deallocate() }
     for b in [present, journalPresent] { b.deallocate() }
     for b in [counters, changedAt] { b.deallocate() }
-    for b in [journalKey, reader, trigger, schedule] { b.deallocate() }
+    for b in [journalKey, pendingKey, reader, trigger, schedule] { b.deallocate() }
     for b in [written, scheduled] { b.deallocate() }
   }
 
@@ -100,8 +112,18 @@ final class MinimalPass {
 
   @inline(__always)
   func set(_ k: Int, _ v: Int64) {
-    lock()
-    defer { unlock() }
+    if locked {
+      precondition(pendingCount < n, "MinimalPass: more writes in a transaction than keypaths")
+      pendingKey[pendingCount] = k
+      pendingValue[pendingCount] = v
+      pendingCount += 1
+    } else {
+      apply(k, v)
+    }
+  }
+
+  @inline(__always)
+  private func apply(_ k: Int, _ v: Int64) {
     if present[k] && values[k] == v { return }
     if written[k] != serial {
       written[k] = serial
@@ -122,6 +144,8 @@ final class MinimalPass {
 
   func commit() {
     lock()
+    for i in 0..<pendingCount { apply(pendingKey[i], pendingValue[i]) }
+    pendingCount = 0
     let txn = lastTransaction + 1
     for j in 0..<journalCount where changed(j) {
       let c = reader[journalKey[j]]
