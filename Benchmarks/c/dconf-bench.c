@@ -58,6 +58,11 @@
  *       next one round the file) written in place and fdatasync'd, the
  *       system call SQLite makes for the WAL at each COMMIT (strace shows
  *       fdatasync); p50/p99/mean of write + fdatasync, in microseconds.
+ *       With --pause-us N the thread sleeps N microseconds (nanosleep, not
+ *       timed) before each write: a service that syncs once per
+ *       write-and-wait write is idle for a round trip between its syncs,
+ *       and a sync after an idle gap costs more here than one right after
+ *       another (the idle virtual CPU and disk queue wake up for it).
  *
  * --samples PATH: also writes every latency sample (microseconds, one per
  * line) to PATH: write->notification latencies (dconf, ordod) or
@@ -65,7 +70,7 @@
  *
  * usage: dconf-bench --target dconf|ordod|floor|sync [--keys N] [--rounds R] [--dir DIR]
  *          [--ordod PATH] [--ordod-arg ARG]... [--service NAME]
- *          [--dconf-service PATH] [--committers N] [--samples PATH]
+ *          [--dconf-service PATH] [--committers N] [--samples PATH] [--pause-us N]
  * Prints one JSON object on stdout; exits non-zero on any failure (every
  * write must be acknowledged and every key notified, or it fails).
  * Build: cc -O2 -Wall -Wextra -Werror dconf-bench.c \
@@ -101,6 +106,7 @@
 enum target { DCONF, ORDOD, FLOOR, SYNC };
 static enum target target;
 static long keys = 1000, rounds = 3;
+static long pause_us = 0; /* --target sync: idle gap before each write */
 static const char *service = "dev.ordo.Bus";
 static char tmpdir[4096];
 static pid_t children[MAX_CHILDREN];
@@ -651,6 +657,11 @@ static void sync_floor(const char *dir, const char *samples) {
   for (long i = -warm; i < n; i++) {
     long b = (i + warm) % SYNC_FILE_BLOCKS;
     block[0] = (char)i;
+    if (pause_us > 0) {
+      struct timespec gap = {pause_us / 1000000, (pause_us % 1000000) * 1000};
+      while (nanosleep(&gap, &gap) != 0 && errno == EINTR) {
+      }
+    }
     double t0 = now_s();
     if (pwrite(fd, block, sizeof block, (off_t)b * 4096) != (ssize_t)sizeof block) die("pwrite", strerror(errno));
     if (fdatasync(fd) != 0) die("fdatasync", strerror(errno));
@@ -663,16 +674,16 @@ static void sync_floor(const char *dir, const char *samples) {
   close(fd);
   unlink(path);
   write_samples(samples, xs, n);
-  printf("{\"target\": \"sync\", \"syncs\": %ld, \"write_bytes\": 4096, \"sync_call\": \"fdatasync\", "
+  printf("{\"target\": \"sync\", \"syncs\": %ld, \"write_bytes\": 4096, \"sync_call\": \"fdatasync\", \"pause_us\": %ld, "
          "\"sync_mean_us\": %.1f, \"sync_p50_us\": %.1f, \"sync_p99_us\": %.1f}\n",
-         n, sum / (double)n, quantile(xs, n, 0.5), quantile(xs, n, 0.99));
+         n, pause_us, sum / (double)n, quantile(xs, n, 0.5), quantile(xs, n, 0.99));
   free(xs);
 }
 
 static void usage(void) {
   fprintf(stderr, "usage: dconf-bench --target dconf|ordod|floor|sync [--keys N] [--rounds R] [--dir DIR]\n"
                   "         [--ordod PATH] [--ordod-arg ARG]... [--service NAME] [--dconf-service PATH]\n"
-                  "         [--committers N] [--samples PATH]\n");
+                  "         [--committers N] [--samples PATH] [--pause-us N]\n");
   exit(64);
 }
 
@@ -696,6 +707,7 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--dconf-service") == 0) dconf_service = v;
     else if (strcmp(a, "--committers") == 0) committers = atol(v);
     else if (strcmp(a, "--samples") == 0) samples = v;
+    else if (strcmp(a, "--pause-us") == 0) pause_us = atol(v);
     else usage();
     i++;
   }
@@ -708,6 +720,7 @@ int main(int argc, char **argv) {
   if (committers < 0 || committers > 64 || (committers > 0 && target != ORDOD)) die("--committers is 1…64, with --target ordod", NULL);
   if (target == ORDOD && !ordod) die("--target ordod needs --ordod PATH", NULL);
   if (keys < 1 || keys > 9999 || rounds < 1) die("--keys must be 1…9999 and --rounds positive", NULL);
+  if (pause_us < 0 || pause_us > 1000000 || (pause_us > 0 && target != SYNC)) die("--pause-us is 0…1000000, with --target sync", NULL);
   signal(SIGPIPE, SIG_IGN);
   if (target == SYNC) {
     sync_floor(dir, samples);
