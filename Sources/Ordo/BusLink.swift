@@ -82,7 +82,7 @@ final class BusLink: @unchecked Sendable {
   @inline(__always)
   func write(_ node: UnsafeRawPointer, _ op: WriteOp) throws(OrdoError) {
     let n = NodeRef(property: node)
-    // The state's line is fetched while the bus is locked, not after.
+    // The state's line is asked for first (see ``HandleAddress/set(_:)``).
     fetchEarlyForWrite(node)
     guard let ref else { throw BusLink.gone(property: n) }
     var failure: OrdoError?

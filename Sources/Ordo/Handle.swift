@@ -81,8 +81,9 @@ extension Bus {
   /// Sets the value of the handle's keypath. Throws like ``set(_:_:)``, and
   /// ``OrdoError/Code/invalidArgument`` for a handle of another bus.
   public func set(_ handle: Handle, _ value: Value) throws(OrdoError) {
-    // The state's line is fetched while the lock is taken, not after (the
-    // lock's atomic operation would hold up a load).
+    // The state's line is asked for first: a write held back does not
+    // read it, and one applied now reads it after the lock's atomic
+    // operation, which would hold up a load.
     fetchEarlyForWrite(UnsafeRawPointer(handle.ref.state))
     try writeNode(ref(handle), .set(value))
   }
@@ -207,8 +208,8 @@ package struct HandleAddress: Equatable {
   /// ``Bus/set(_:_:)-(Handle,_)``.
   @inline(__always)
   package func set(_ value: Value) throws(OrdoError) {
-    // The state's line is fetched while the bus is found and locked, not
-    // after (the lock's atomic operation would hold up a load).
+    // The state's line is asked for while the bus is found (a write held
+    // back does not read it; one applied reads it after the lock).
     fetchEarlyForWrite(raw)
     try withLink { (l) throws(OrdoError) in try l.write(raw, .set(value)) }
   }
