@@ -347,10 +347,7 @@ public final class Bus: @unchecked Sendable {
     case .free:
       // The owner's open transaction: no contract rules, and a scalar set
       // of a keypath the store has is held back (``WriteBehind``).
-      if case .node(let r) = t, case .set(let v) = op {
-        let p = PackedValue(v)
-        if p.kind != .boxed { return store.holdBack(r, p) }
-      }
+      if case .node(let r) = t, let p = WriteBehind.heldValue(op) { return store.holdBack(r, p) }
       if !store.behind.isEmpty { store.settle() }
     case .contract(let c):
       assert(store.behind.isEmpty, "writes held back in a callback")

@@ -20,9 +20,10 @@ extension Bus {
   /// another. Every other write takes the lock and the one write path.
   @inline(__always)
   func writeNode(_ node: NodeRef, _ op: WriteOp) throws(OrdoError) {
-    if case .set(let v) = op, gate.ownsOpenTransaction, !store.behind.isFull {
-      let p = PackedValue(v)
-      if p.kind != .boxed { return store.behind.append(node, p) }
+    // The owner first: only the owner may read the buffer. Full: the
+    // locked path below settles first (``Store/holdBack(_:_:)``).
+    if let p = WriteBehind.heldValue(op), gate.ownsOpenTransaction, !store.behind.isFull {
+      return store.behind.append(node, p)
     }
     // Not lockGate(): the write may be held back with the others.
     gate.lock.lock()

@@ -32,6 +32,16 @@ struct WriteBehind {
   /// enough that settling them stays in the first-level cache.
   static let capacity = 16
 
+  /// The value to hold for `op` when it may be held back at all — a set
+  /// of a bool, an int64 or a double — else nil. (Whether the phase allows
+  /// it is the caller's question.)
+  @inline(__always)
+  static func heldValue(_ op: WriteOp) -> PackedValue? {
+    guard case .set(let v) = op else { return nil }
+    let p = PackedValue(v)
+    return p.kind != .boxed ? p : nil
+  }
+
   private let base: UnsafeMutableRawPointer
   private static let entriesOffset = 64
 
