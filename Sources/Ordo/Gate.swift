@@ -247,7 +247,9 @@ final class Gate {
     #endif
   }
 
-  /// Whether the calling thread owns the bus. Lock held.
+  /// Whether the calling thread owns the bus. Exact with or without the
+  /// lock: only the calling thread can make the word name itself or stop
+  /// naming it.
   @inline(__always)
   var isOwner: Bool { owner.load(ordering: .relaxed) == Gate.currentThread }
 

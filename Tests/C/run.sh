@@ -57,7 +57,7 @@ $CC -std=c99 $strict -o "$work/test_api" "$here/test_api.c" $flags -lm
 $CC -std=c99 $strict -o "$work/test_contracts" "$here/test_contracts.c" $flags -lpthread
 $CXX -std=c++11 $strict -o "$work/test_header_cxx" "$here/test_header.cpp" $flags
 $CC -std=c99 $strict -o "$work/regress_unregister_scheduled" "$here/regress_unregister_scheduled.c" $flags
-$CC -std=c99 $strict -o "$work/test_handles" "$here/test_handles.c" $flags
+$CC -std=c99 $strict -o "$work/test_handles" "$here/test_handles.c" $flags -lpthread
 $CC -std=c99 $strict -o "$work/test_devtools" "$here/test_devtools.c" $flags
 $CC -std=c99 $strict -o "$work/test_resync" "$here/test_resync.c" $flags
 for t in test_api test_contracts test_header_cxx regress_unregister_scheduled test_handles test_devtools test_resync; do

@@ -2,10 +2,12 @@
  * NULL handle, ownership (nothing to free: valgrind checks), and the rules
  * a handle obeys exactly like its keypath string: transactions, a
  * callback's write set and read set, stability, net change. */
+#define _POSIX_C_SOURCE 200809L
 #include <ordo.h>
 
 #include "check.h"
 
+#include <pthread.h>
 #include <stdint.h>
 
 static void test_null_and_resolve(void) {
@@ -214,9 +216,118 @@ static void test_rules_in_callbacks(void) {
   ordo_bus_free(bus);
 }
 
+/* Scalar sets through handles are held back inside the library until the
+ * bus is used otherwise (docs/semantics.md, "Writes held back"): none of it
+ * may show. More writes than are held at once, reads of the transaction's
+ * own writes through handles and strings, a string write between them, the
+ * counter only at the commit, and a bus freed with writes held (valgrind
+ * checks that nothing leaks or is read after free). */
+enum { HELD_N = 40 };
+
+static void test_held_writes(void) {
+  ordo_bus *bus = ordo_bus_new();
+  ordo_handle *h[HELD_N];
+  char key[32];
+  for (int k = 0; k < HELD_N; k++) {
+    snprintf(key, sizeof key, "held.k%d", k);
+    EXPECT(ORDO_OK, ordo_resolve(bus, key, &h[k]));
+  }
+  EXPECT(ORDO_OK, ordo_begin(bus));
+  for (int k = 0; k < HELD_N; k++) EXPECT(ORDO_OK, ordo_handle_set_int64(h[k], k));
+  int64_t i = -1;
+  EXPECT(ORDO_OK, ordo_handle_get_int64(h[HELD_N - 1], &i));
+  CHECK(i == HELD_N - 1);
+  EXPECT(ORDO_OK, ordo_handle_set_int64(h[3], 300));
+  EXPECT(ORDO_OK, ordo_get_int64(bus, "held.k3", &i));
+  CHECK(i == 300);
+  EXPECT(ORDO_OK, ordo_handle_set_int64(h[4], 400));
+  EXPECT(ORDO_OK, ordo_set_int64(bus, "held.k4", 401)); /* after the held 400 */
+  EXPECT(ORDO_OK, ordo_handle_set_int64(h[5], 500));
+  CHECK(ordo_handle_counter(h[5]) == 0);
+  uint64_t txn = 0;
+  EXPECT(ORDO_OK, ordo_commit(bus, &txn));
+  CHECK(txn == 1);
+  EXPECT(ORDO_OK, ordo_handle_get_int64(h[4], &i));
+  CHECK(i == 401);
+  EXPECT(ORDO_OK, ordo_handle_get_int64(h[5], &i));
+  CHECK(i == 500);
+  CHECK(ordo_handle_counter(h[5]) == 1 && ordo_handle_counter(h[HELD_N - 1]) == 1);
+
+  EXPECT(ORDO_OK, ordo_begin(bus));
+  EXPECT(ORDO_OK, ordo_handle_set_int64(h[0], 7));
+  ordo_bus_free(bus); /* a transaction open, a write held */
+}
+
+/* While one thread commits transactions that write every handle twice (a
+ * value no transaction leaves behind, then the transaction's own), another
+ * reads through the handles: it sees committed values only, never the
+ * first value. The first values of all handles come before the second
+ * ones, so most of them are applied by the library (more writes than it
+ * holds back at once) and stay in its store, uncommitted, for much of the
+ * transaction: a read path that did not give other threads the committed
+ * value would return them. Under ThreadSanitizer in make test-c-tsan. */
+enum { RACE_N = 20, RACE_ROUNDS = 300, RACE_UNSEEN = -7 };
+
+struct race {
+  ordo_bus *bus;
+  ordo_handle *h[RACE_N];
+  int committed; /* the last round whose commit returned (atomic) */
+  int writer_failures;
+};
+
+static void *race_writer(void *arg) {
+  struct race *r = arg;
+  for (int round = 1; round <= RACE_ROUNDS; round++) {
+    int bad = ordo_begin(r->bus) != ORDO_OK;
+    for (int k = 0; k < RACE_N; k++) bad |= ordo_handle_set_int64(r->h[k], RACE_UNSEEN) != ORDO_OK;
+    for (int k = 0; k < RACE_N; k++) bad |= ordo_handle_set_int64(r->h[k], round) != ORDO_OK;
+    bad |= ordo_commit(r->bus, NULL) != ORDO_OK;
+    r->writer_failures += bad;
+    __atomic_store_n(&r->committed, round, __ATOMIC_RELEASE);
+  }
+  return NULL;
+}
+
+static void test_held_writes_and_readers(void) {
+  struct race r = {.bus = ordo_bus_new()};
+  char key[32];
+  for (int k = 0; k < RACE_N; k++) {
+    snprintf(key, sizeof key, "race.k%d", k);
+    EXPECT(ORDO_OK, ordo_resolve(r.bus, key, &r.h[k]));
+  }
+  EXPECT(ORDO_OK, ordo_begin(r.bus));
+  for (int k = 0; k < RACE_N; k++) EXPECT(ORDO_OK, ordo_handle_set_int64(r.h[k], 0));
+  EXPECT(ORDO_OK, ordo_commit(r.bus, NULL));
+  pthread_t writer;
+  CHECK(pthread_create(&writer, NULL, race_writer, &r) == 0);
+  long reads = 0, unseen = 0, failed = 0;
+  for (int done = 0; !done;) {
+    done = __atomic_load_n(&r.committed, __ATOMIC_ACQUIRE) == RACE_ROUNDS;
+    for (int k = 0; k < RACE_N; k++) {
+      int64_t v = 0;
+      if (ordo_handle_get_int64(r.h[k], &v) != ORDO_OK) {
+        failed++;
+        continue;
+      }
+      reads++;
+      if (v == RACE_UNSEEN) unseen++;
+    }
+  }
+  CHECK(pthread_join(writer, NULL) == 0);
+  CHECK(r.writer_failures == 0);
+  CHECK(reads > 0 && failed == 0);
+  CHECK(unseen == 0);
+  int64_t v = 0;
+  EXPECT(ORDO_OK, ordo_handle_get_int64(r.h[RACE_N - 1], &v));
+  CHECK(v == RACE_ROUNDS);
+  ordo_bus_free(r.bus);
+}
+
 int main(void) {
   test_null_and_resolve();
   test_values();
   test_rules_in_callbacks();
+  test_held_writes();
+  test_held_writes_and_readers();
   return check_report("test_handles");
 }

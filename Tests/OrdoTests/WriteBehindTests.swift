@@ -201,6 +201,23 @@ import Testing
     #expect(try bus.value(handles[19]) == .int64(Int64(rounds)))
   }
 
+  /// The one observable difference (docs/semantics.md, "Writes held
+  /// back"): another thread's `statistics.values` during the open
+  /// transaction leaves out a value that a held write adds, and counts it
+  /// once the owner's next use of the bus has applied it.
+  @Test func theValueCountOfAnotherThreadLeavesOutHeldWrites() throws {
+    let bus = Bus()
+    let a = try bus.resolve("n.a")
+    bus.begin()
+    try bus.set(a, .int64(1))
+    let seen = Box<[Int]>([])
+    runThreads(1) { _ in seen.mutate { $0.append(bus.statistics.values) } }
+    #expect(bus.statistics.values == 1, "the owner's read applies what it holds")
+    runThreads(1) { _ in seen.mutate { $0.append(bus.statistics.values) } }
+    try bus.commit()
+    #expect(seen.value == [0, 1])
+  }
+
   /// A bus released with a transaction open and writes held drops them.
   @Test func aBusReleasedWithWritesHeld() throws {
     var bus: Bus? = Bus()
