@@ -208,9 +208,7 @@ package struct HandleAddress: Equatable {
   /// ``Bus/set(_:_:)-(Handle,_)``.
   @inline(__always)
   package func set(_ value: Value) throws(OrdoError) {
-    // The state's line is asked for while the bus is found (a write held
-    // back does not read it; one applied reads it after the lock).
-    fetchEarlyForWrite(raw)
+    // ``BusLink/write(_:_:)`` asks for the state's line.
     try withLink { (l) throws(OrdoError) in try l.write(raw, .set(value)) }
   }
 
