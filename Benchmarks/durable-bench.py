@@ -18,7 +18,11 @@ behind this dbus-daemon), and that floor again with each sync made after
 the idle gap such a service has between two write-and-wait syncs (one
 round trip of the bus daemon's floor: a sync after an idle gap costs more
 on this kind of machine than one right after another), the tightest bound
-measured here. Prints a table with ratios to dconf and writes JSON.
+measured here; and, measured as such a service runs rather than composed
+from parts, the durable floor: the same trivial service made durable the
+simplest way (the Commits of one socket read share one 4 KiB write +
+fdatasync in place before their Notify and reply go out), right after the
+durable ordod. Prints a table with ratios to dconf and writes JSON.
 
 usage: durable-bench.py BENCH ORDOD SCRATCH_DIR JSON_OUT [ROUNDS]
 """
@@ -72,6 +76,12 @@ load_before = os.getloadavg()
 targets = {"dconf": run("--target", "dconf", "--rounds", rounds)}
 sync_runs = [run("--target", "sync", "--rounds", rounds, samples=sync_samples[0])]
 targets["ordod --state"] = run("--target", "ordod", "--rounds", rounds, state_args=("--state", state))
+# Right after it, the durable floor: the bus daemon's floor service with a
+# sync of its own per socket read, before its messages (the bound of any
+# durable service behind this dbus-daemon, its idle gaps and wakeups
+# included, which the composed floors below leave out).
+DURABLE_FLOOR = "durable floor"
+targets[DURABLE_FLOOR] = run("--target", "durable-floor", "--rounds", rounds)
 memory = run("--target", "ordod", "--rounds", rounds, samples=mem_samples)
 # The bus daemon's floor right after the in-memory ordod: the trivial
 # service sending ordod's messages (Notify, then the reply) and nothing else.
@@ -231,6 +241,23 @@ print(f"'{IDLE_FLOOR}' = the bus daemon's floor + one such sync per write: {idf[
 for what, key in (("write-and-wait", "write_wait_writes_per_s"), ("p99 latency", "latency_p99_us")):
     verdict = "within" if idf[key] >= 10 else "OUT OF REACH for any durable service behind this dbus-daemon syncing once per write:"
     print(f"10× dconf in {what}, against that floor: {verdict} {idf[key]:.2f}×")
+df = report["ratios"][DURABLE_FLOOR]
+dshare = {"write_wait_writes_per_s": round(durable["write_wait_writes_per_s"] / targets[DURABLE_FLOOR]["write_wait_writes_per_s"], 2),
+          "latency_p50_us": round(targets[DURABLE_FLOOR]["latency_p50_us"] / durable["latency_p50_us"], 2),
+          "latency_p99_us": round(targets[DURABLE_FLOOR]["latency_p99_us"] / durable["latency_p99_us"], 2),
+          "burst_visible_writes_per_s": round(durable["burst_visible_writes_per_s"] / targets[DURABLE_FLOOR]["burst_visible_writes_per_s"], 2)}
+report["sync_floor"]["durable_floor_ratios_to_dconf"] = df
+report["sync_floor"]["ordod_state_share_of_durable_floor"] = dshare
+report["sync_floor"]["ten_x_reachable_durable_floor"] = df["write_wait_writes_per_s"] >= 10 and df["latency_p99_us"] >= 10
+print(f"'{DURABLE_FLOOR}' = the bus daemon's floor service made durable (one 4 KiB write + fdatasync per socket read, "
+      f"before its messages), measured right after ordod --state: {df['write_wait_writes_per_s']:.2f}× dconf in "
+      f"write-and-wait, {df['latency_p99_us']:.2f}× in p99; ordod --state is at {dshare['write_wait_writes_per_s']:.2f}× "
+      f"its writes/s, {dshare['latency_p50_us']:.2f}× / {dshare['latency_p99_us']:.2f}× its p50 / p99 latency, "
+      f"{dshare['burst_visible_writes_per_s']:.2f}× its burst")
+for what, key in (("write-and-wait", "write_wait_writes_per_s"), ("p99 latency", "latency_p99_us")):
+    verdict = "within reach" if df[key] >= 10 else "OUT OF REACH for any durable service behind this dbus-daemon syncing once per write:"
+    print(f"10× dconf in {what}, against the durable floor: {verdict} {df[key]:.2f}×; ordod --state "
+          f"{report['ratios']['ordod --state'][key]:.2f}×")
 fl = floor["burst_visible_writes_per_s"]
 report["ratios"]["floor"] = {"burst_visible_writes_per_s": round(fl / d["burst_visible_writes_per_s"], 2)}
 print(f"{'floor: 3 messages per write/s':34}{fl:>{w}.1f}  ({fl / d['burst_visible_writes_per_s']:.2f}× dconf's burst; "

@@ -50,6 +50,13 @@
  *       ordod ones, so (a), (b) and (c) are measured exactly as for ordod:
  *       the write-and-wait, latency and burst floors of any service behind
  *       this dbus-daemon.
+ *   --target durable-floor: the same service made durable the simplest
+ *       way: the Commits it reads from the socket at once share one sync
+ *       (4 KiB written in place in a preallocated file of DIR and
+ *       fdatasync'd, as --target sync below) before their Notify and
+ *       reply go out. The floor of any durable service behind this
+ *       dbus-daemon that syncs once per acknowledged write, measured as
+ *       such a service runs: its idle gaps, wakeups and syncs together.
  *   --target sync: what one sync costs on the disk of DIR (no bus): a file
  *       made in DIR itself (where durable-bench.py puts the state file),
  *       4 MiB written and fsynced first, so that, as in SQLite's WAL once
@@ -68,7 +75,7 @@
  * line) to PATH: write->notification latencies (dconf, ordod) or
  * write+fdatasync times (sync).
  *
- * usage: dconf-bench --target dconf|ordod|floor|sync [--keys N] [--rounds R] [--dir DIR]
+ * usage: dconf-bench --target dconf|ordod|floor|durable-floor|sync [--keys N] [--rounds R] [--dir DIR]
  *          [--ordod PATH] [--ordod-arg ARG]... [--service NAME]
  *          [--dconf-service PATH] [--committers N] [--samples PATH] [--pause-us N]
  * Prints one JSON object on stdout; exits non-zero on any failure (every
@@ -103,7 +110,7 @@
 #define TIMEOUT_S 60.0
 #define MAX_CHILDREN 4
 
-enum target { DCONF, ORDOD, FLOOR, SYNC };
+enum target { DCONF, ORDOD, FLOOR, DURABLE_FLOOR, SYNC };
 static enum target target;
 static long keys = 1000, rounds = 3;
 static long pause_us = 0; /* --target sync: idle gap before each write */
@@ -582,23 +589,59 @@ static void group_commit(const char *address, long committers) {
          committers, keys, (double)(committers * keys) / t);
 }
 
+/* The durable floor's file: a 4 MiB file made in `dir` and unlinked at
+ * once (it stays open), written and fsynced whole, so that each later 4 KiB
+ * write overwrites allocated blocks, as SQLite's WAL does once it has its
+ * size (ordod writes its WAL to that size when it opens the state file). */
+#define SYNC_FILE_BLOCKS 1024
+static int sync_file(const char *dir, char *block) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/dconf-bench-sync-XXXXXX", dir);
+  int fd = mkstemp(path);
+  if (fd < 0) die("cannot make a file in", dir);
+  unlink(path);
+  memset(block, 0x5a, 4096);
+  for (long b = 0; b < SYNC_FILE_BLOCKS; b++) {
+    if (pwrite(fd, block, 4096, (off_t)b * 4096) != 4096) die("pwrite", strerror(errno));
+  }
+  if (fsync(fd) != 0) die("fsync", strerror(errno));
+  return fd;
+}
+
+/* One 4 KiB block written in place (the next one round the file) and
+ * fdatasync'd: the system calls SQLite makes for the WAL at each COMMIT. */
+static void sync_block(int fd, char *block, long i) {
+  block[0] = (char)i;
+  if (pwrite(fd, block, 4096, (off_t)(i % SYNC_FILE_BLOCKS) * 4096) != 4096) die("pwrite", strerror(errno));
+  if (fdatasync(fd) != 0) die("fdatasync", strerror(errno));
+}
+
 /* The trivial service of --target floor: what ordod sends, with no work
  * behind it. A Register makes its sender the watcher (reply only); any other
  * call (a Commit) gets a Notify-shaped signal naming the call's first key,
  * sent to the watcher, and then its reply: ordod's messages in ordod's
- * order (an observer's Notify before the Commit's reply, docs/dbus.md). */
-static void floor_service(const char *address) {
+ * order (an observer's Notify before the Commit's reply, docs/dbus.md).
+ * With `sync_dir` (--target durable-floor) it is durable the simplest way:
+ * the Commits of one read from the socket share one sync_block() before
+ * their messages go out (group commit, as ordod's). */
+static void floor_service(const char *address, const char *sync_dir) {
   DBusConnection *c = connect_bus(address);
   DBusError err;
   dbus_error_init(&err);
   if (dbus_bus_request_name(c, service, DBUS_NAME_FLAG_DO_NOT_QUEUE, &err) != DBUS_REQUEST_NAME_REPLY_PRIMARY_OWNER) {
     die("floor: RequestName", err.message);
   }
+  static char block[4096] __attribute__((aligned(4096)));
+  int fd = sync_dir ? sync_file(sync_dir, block) : -1;
   char watcher[256] = "";
   dbus_uint64_t n = 0;
+  long syncs = 0;
+  enum { BATCH = 256 };
+  DBusMessage *out[2 * BATCH];
   while (dbus_connection_read_write(c, -1)) {
     DBusMessage *m;
-    while ((m = dbus_connection_pop_message(c))) {
+    int nout = 0, commits = 0;
+    while (nout + 2 <= 2 * BATCH && (m = dbus_connection_pop_message(c))) {
       if (dbus_message_get_type(m) == DBUS_MESSAGE_TYPE_METHOD_CALL) {
         DBusMessage *r = dbus_message_new_method_return(m);
         if (dbus_message_is_method_call(m, ORDO_IFACE, "Register")) {
@@ -607,6 +650,7 @@ static void floor_service(const char *address) {
           dbus_message_append_args(r, DBUS_TYPE_OBJECT_PATH, &path, DBUS_TYPE_INVALID);
         } else {
           n++;
+          commits++;
           dbus_message_append_args(r, DBUS_TYPE_UINT64, &n, DBUS_TYPE_INVALID);
           DBusMessageIter it;
           dbus_message_iter_init(m, &it);
@@ -623,14 +667,17 @@ static void floor_service(const char *address) {
             DBusMessage *sig = dbus_message_new_signal(ORDO_PATH, ORDO_IFACE, "Notify");
             dbus_message_set_destination(sig, watcher);
             bench_append_notify(sig, "/dev/ordo/Bus/contract/1", key, (int64_t)n);
-            dbus_connection_send(c, sig, NULL);
-            dbus_message_unref(sig);
+            out[nout++] = sig;
           }
         }
-        dbus_connection_send(c, r, NULL);
-        dbus_message_unref(r);
+        out[nout++] = r;
       }
       dbus_message_unref(m);
+    }
+    if (commits > 0 && fd >= 0) sync_block(fd, block, syncs++);
+    for (int i = 0; i < nout; i++) {
+      dbus_connection_send(c, out[i], NULL);
+      dbus_message_unref(out[i]);
     }
   }
   _exit(0);
@@ -638,33 +685,21 @@ static void floor_service(const char *address) {
 
 /* --target sync: write + fdatasync of one 4 KiB block in place, in a file
  * of `dir` (see the top comment); prints the JSON line. */
-#define SYNC_FILE_BLOCKS 1024
 static void sync_floor(const char *dir, const char *samples) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s/dconf-bench-sync-XXXXXX", dir);
-  int fd = mkstemp(path);
-  if (fd < 0) die("cannot make a file in", dir);
-  static char block[4096];
-  memset(block, 0x5a, sizeof block);
-  for (long b = 0; b < SYNC_FILE_BLOCKS; b++) {
-    if (pwrite(fd, block, sizeof block, (off_t)b * 4096) != (ssize_t)sizeof block) die("pwrite", strerror(errno));
-  }
-  if (fsync(fd) != 0) die("fsync", strerror(errno));
+  static char block[4096] __attribute__((aligned(4096)));
+  int fd = sync_file(dir, block);
   long n = keys * rounds, warm = 100;
   double *xs = calloc((size_t)n, sizeof(double));
   if (!xs) die("out of memory", NULL);
   double sum = 0;
   for (long i = -warm; i < n; i++) {
-    long b = (i + warm) % SYNC_FILE_BLOCKS;
-    block[0] = (char)i;
     if (pause_us > 0) {
       struct timespec gap = {pause_us / 1000000, (pause_us % 1000000) * 1000};
       while (nanosleep(&gap, &gap) != 0 && errno == EINTR) {
       }
     }
     double t0 = now_s();
-    if (pwrite(fd, block, sizeof block, (off_t)b * 4096) != (ssize_t)sizeof block) die("pwrite", strerror(errno));
-    if (fdatasync(fd) != 0) die("fdatasync", strerror(errno));
+    sync_block(fd, block, i + warm);
     double us = (now_s() - t0) * 1e6;
     if (i >= 0) {
       xs[i] = us;
@@ -672,7 +707,6 @@ static void sync_floor(const char *dir, const char *samples) {
     }
   }
   close(fd);
-  unlink(path);
   write_samples(samples, xs, n);
   printf("{\"target\": \"sync\", \"syncs\": %ld, \"write_bytes\": 4096, \"sync_call\": \"fdatasync\", \"pause_us\": %ld, "
          "\"sync_mean_us\": %.1f, \"sync_p50_us\": %.1f, \"sync_p99_us\": %.1f}\n",
@@ -681,7 +715,7 @@ static void sync_floor(const char *dir, const char *samples) {
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: dconf-bench --target dconf|ordod|floor|sync [--keys N] [--rounds R] [--dir DIR]\n"
+  fprintf(stderr, "usage: dconf-bench --target dconf|ordod|floor|durable-floor|sync [--keys N] [--rounds R] [--dir DIR]\n"
                   "         [--ordod PATH] [--ordod-arg ARG]... [--service NAME] [--dconf-service PATH]\n"
                   "         [--committers N] [--samples PATH] [--pause-us N]\n");
   exit(64);
@@ -715,6 +749,7 @@ int main(int argc, char **argv) {
   if (strcmp(target_name, "dconf") == 0) target = DCONF;
   else if (strcmp(target_name, "ordod") == 0) target = ORDOD;
   else if (strcmp(target_name, "floor") == 0) target = FLOOR;
+  else if (strcmp(target_name, "durable-floor") == 0) target = DURABLE_FLOOR;
   else if (strcmp(target_name, "sync") == 0) target = SYNC;
   else usage();
   if (committers < 0 || committers > 64 || (committers > 0 && target != ORDOD)) die("--committers is 1…64, with --target ordod", NULL);
@@ -747,14 +782,14 @@ int main(int argc, char **argv) {
   const char *address = start_bus();
   setenv("DBUS_SESSION_BUS_ADDRESS", address, 1);
 
-  if (target == FLOOR) {
+  if (target == FLOOR || target == DURABLE_FLOOR) {
     pid_t f = fork();
     if (f < 0) die("fork", strerror(errno));
     if (f == 0) {
       prctl(PR_SET_PDEATHSIG, SIGTERM);
       nchildren = 0;
       tmpdir[0] = 0;
-      floor_service(address);
+      floor_service(address, target == DURABLE_FLOOR ? dir : NULL);
     }
     children[nchildren++] = f;
     wait_for_name(address, service);
@@ -921,7 +956,7 @@ int main(int argc, char **argv) {
          target_name, keys, rounds, quantile(wait_writes, rounds, 0.5), quantile(wait_notes, rounds, 0.5),
          quantile(latencies, nlat, 0.5), quantile(latencies, nlat, 0.99), keys, quantile(burst_acked, rounds, 0.5),
          quantile(burst_visible, rounds, 0.5), quantile(burst_notes, rounds, 0.5));
-  if (target == FLOOR) printf(", \"messages_per_write\": 3");
+  if (target == FLOOR || target == DURABLE_FLOOR) printf(", \"messages_per_write\": 3");
   if (target == ORDOD) {
     printf(", \"merged_acked_writes_per_s\": %.1f, \"merged_visible_writes_per_s\": %.1f, "
            "\"merged_notifications\": %.0f, \"merged_commits\": %.0f",
