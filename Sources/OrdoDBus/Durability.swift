@@ -13,6 +13,18 @@ public protocol Durability: AnyObject, Sendable {
   /// service thread, outside any transaction, once per dispatch iteration
   /// that left acknowledgements held.
   func sync() -> DurabilityOutcome
+
+  /// Called on the service thread right after the `Commit` replies and
+  /// `Notify` signals a ``sync()`` allowed were sent: work that makes
+  /// nothing durable but should not delay an acknowledgement goes here
+  /// (`ordod --state` moves its commit log into the database). The default
+  /// does nothing.
+  func acknowledged()
+}
+
+extension Durability {
+  /// Does nothing.
+  public func acknowledged() {}
 }
 
 /// The result of ``Durability/sync()``.

@@ -1413,6 +1413,7 @@ public final class DBusService: @unchecked Sendable {
       }
     }
     if !keep.isEmpty { held.withLock { $0.insert(contentsOf: keep, at: 0) } }
+    durability.acknowledged()
   }
 }
 

@@ -18,6 +18,11 @@ import Synchronization
 ///   When `sync()` fails, the queued transactions are gone from disk, so
 ///   memory goes back to the disk state (the bus is restored from the file)
 ///   and the failure names the transactions that were lost.
+///   With `SyncMode.full` a group becomes durable in the state file's
+///   commit log (one write, one `fdatasync`); ``applyLog()`` then moves it
+///   into the database without a sync of its own — call it once the
+///   acknowledgements are out, so that a waiting writer does not wait for
+///   it (`ordod` does; docs/storage.md, "The commit log").
 /// - ``Mode/eachCommit`` (for in-process Swift hosts): the hook writes and
 ///   syncs the transaction itself, so `Bus.commit()` returns only once the
 ///   transaction is durable; when it cannot be stored, the core discards it
@@ -92,7 +97,7 @@ public final class DurableState: Sendable {
         message: "state file \(path): this bus already has a durable state attached; close it first")
     }
     do throws(StoreError) {
-      let file = try StateFile.open(path: path, sync: sync)
+      let file = try StateFile.open(path: path, sync: sync, commitLog: mode == .grouped)
       do throws(StoreError) {
         let state = try file.load()
         let durable = DurableState(bus: bus, file: file, mode: mode, durable: state.lastTransaction)
@@ -185,6 +190,17 @@ public final class DurableState: Sendable {
     }
     core.state.withLock { $0.durable = max($0.durable, last) }
     return last
+  }
+
+  /// Moves the transactions that `sync()` made durable in the state file's
+  /// commit log into its database (grouped mode with `SyncMode.full`;
+  /// otherwise there is nothing to do). Not needed for durability: a
+  /// transaction is durable once `sync()` returned, and opening the state
+  /// file applies what the log holds. A storage failure throws `storage`:
+  /// the transactions stay durable in the log, the next call tries again,
+  /// and `sync()` goes on working.
+  public func applyLog() throws(StoreError) {
+    try syncing.withLock { (_: inout Void) throws(StoreError) in try core.file.applyLog() }
   }
 
   /// Detaches the durable state from the bus and closes the state file

@@ -61,10 +61,23 @@ public final class StateFile: Sendable {
   /// the file and the problem. An existing state is never replaced.
   ///
   /// The whole state is read and checked here; `load()` hands it over.
-  public static func open(path: String, sync: SyncMode = .full) throws(StoreError) -> StateFile {
-    var c = try Connection.open(path: path, sync: sync)
+  ///
+  /// With `commitLog` (and `SyncMode.full`), a group becomes durable in the
+  /// state's commit log (`PATH-log`: one write and one `fdatasync`) and
+  /// goes into the database later, at `applyLog()`, without a sync of its
+  /// own (docs/storage.md, "The commit log"); opening applies what the log
+  /// holds and the database lacks. `ordod --state` works this way.
+  public static func open(path: String, sync: SyncMode = .full, commitLog: Bool = false) throws(StoreError)
+    -> StateFile
+  {
+    let logMode = commitLog && sync == .full
+    var c = try Connection.open(path: path, sync: sync, commitLog: logMode)
     do {
-      let state = try c.read()
+      var state = try c.read()
+      // A log left by an earlier open with one is applied in any case.
+      if logMode || access(path + "-log", F_OK) == 0 {
+        if try c.openLog(state, keep: logMode) { state = try c.read() }
+      }
       c.initial = state
       return StateFile(path: path, syncMode: sync, epoch: state.epoch, created: c.created, connection: c)
     } catch {
@@ -83,6 +96,15 @@ public final class StateFile: Sendable {
       try c.usable()
       if c.groupOpen {
         throw c.error(.invalidArgument, "cannot load while transactions \(c.groupRange) are appended but not synced")
+      }
+      if !c.unapplied.isEmpty {
+        // Durable in the log, not yet in the database: write them there,
+        // or, when the database cannot take them now (a full disk), lay
+        // them over what it holds.
+        if (try? c.applyLog()) == nil {
+          c.initial = nil
+          return try c.readWithLog()
+        }
       }
       if let state = c.initial {
         c.initial = nil
@@ -135,6 +157,24 @@ public final class StateFile: Sendable {
     }
   }
 
+  /// Whether groups become durable in the commit log (see `open`).
+  public var usesCommitLog: Bool { inner.withLock { $0.log != nil } }
+
+  /// Moves the transactions made durable in the commit log into the
+  /// database, with no sync of their own (a crash before the database has
+  /// them loses nothing: opening the state file applies them again), and
+  /// starts the log anew once it has grown past its working size and the
+  /// database holds every record durably. Without a commit log, or with
+  /// nothing to apply, it does nothing. A storage failure throws `storage`;
+  /// the transactions stay durable in the log and the next call tries
+  /// again.
+  public func applyLog() throws(StoreError) {
+    try inner.withLock { (c: inout Connection) throws(StoreError) in
+      try c.usable()
+      try c.applyLog()
+    }
+  }
+
   /// Drops the open group (nothing of it reaches the file).
   public func discard() {
     inner.withLock { c in
@@ -169,6 +209,11 @@ struct Connection: ~Copyable {
   var lastSynced: UInt64 = 0
   var lastAppended: UInt64 = 0
   var initial: StoredState?
+  /// The commit log, when groups become durable there (`StateFile.open`).
+  var log: CommitLog?
+  /// With a commit log: the transactions appended or durable in it that
+  /// the database does not hold yet, in order.
+  var unapplied: [LoggedTransaction] = []
 
   init(path: String, lockFD: Int32) {
     self.path = path
@@ -202,6 +247,12 @@ struct Connection: ~Copyable {
 
   mutating func close() {
     if groupOpen { rollback() }
+    if let log {
+      // Best effort: the log keeps what the database does not get.
+      if db != nil { try? applyLog(durably: true) }
+      log.close()
+      self.log = nil
+    }
     sqlite3_finalize(upsert)
     sqlite3_finalize(setLast)
     sqlite3_finalize(begin)
@@ -227,7 +278,7 @@ struct Connection: ~Copyable {
 
   // MARK: Opening
 
-  static func open(path: String, sync: SyncMode) throws(StoreError) -> Connection {
+  static func open(path: String, sync: SyncMode, commitLog: Bool) throws(StoreError) -> Connection {
     func fail(_ kind: StoreError.Kind, _ problem: String) -> StoreError {
       StoreError(kind, path: path, message: "state file \(path): \(problem)")
     }
@@ -253,7 +304,7 @@ struct Connection: ~Copyable {
       throw fail(.storage, "cannot lock: \(String(cString: strerror(e)))")
     }
     do {
-      try c.openDatabase(sync: sync)
+      try c.openDatabase(sync: sync, commitLog: commitLog)
     } catch {
       c.close()
       throw error
@@ -261,7 +312,7 @@ struct Connection: ~Copyable {
     return c
   }
 
-  private mutating func openDatabase(sync: SyncMode) throws(StoreError) {
+  private mutating func openDatabase(sync: SyncMode, commitLog: Bool) throws(StoreError) {
     var handle: OpaquePointer?
     let rc = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nil)
     db = handle
@@ -280,7 +331,9 @@ struct Connection: ~Copyable {
     }
     let mode = try pragmaText("journal_mode = WAL", problem: "cannot switch to WAL mode")
     if mode.lowercased() != "wal" { throw error(.storage, "cannot switch to WAL mode (journal mode stays \(mode))") }
-    try exec("PRAGMA synchronous = \(sync == .full ? "FULL" : "NORMAL")", problem: "cannot set the sync setting")
+    // With the commit log, a group is durable once the log is synced; the
+    // database gets it later and is synced when the log starts anew.
+    try exec("PRAGMA synchronous = \(sync == .full && !commitLog ? "FULL" : "NORMAL")", problem: "cannot set the sync setting")
     // Keep the WAL from growing without bound after a large group.
     try exec("PRAGMA journal_size_limit = \(Connection.walSizeLimit)", problem: "cannot set the WAL size limit")
     // A read opens the WAL file, which switching a new file to WAL mode
@@ -324,13 +377,27 @@ struct Connection: ~Copyable {
       throw error
     }
     created = true
-    syncDirectory()
+    syncDirectory(of: path)
   }
 
   /// The WAL's working size (`journal_size_limit`): SQLite truncates it
   /// back to this after a group that grew it further. Its automatic
   /// checkpoint, every 1 000 frames of 4 120 bytes, restarts it just below.
   static let walSizeLimit: Int64 = 4 << 20
+
+  /// Whether the file system has room to spare for the WAL's and the
+  /// commit log's working sizes (16 times the WAL's).
+  var roomy: Bool {
+    var vfs = statvfs()
+    return statvfs(path, &vfs) == 0 && Int64(vfs.f_bavail) * Int64(vfs.f_frsize) >= 16 * Connection.walSizeLimit
+  }
+
+  /// SQLite's own handle of the WAL (nil before the WAL is open).
+  func walFile() -> UnsafeMutablePointer<sqlite3_file>? {
+    var wal: UnsafeMutablePointer<sqlite3_file>?
+    guard sqlite3_file_control(db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal) == SQLITE_OK else { return nil }
+    return wal
+  }
 
   /// Grows the WAL to its working size with written zeros and syncs them,
   /// so that from the first commit on every commit overwrites allocated
@@ -346,13 +413,8 @@ struct Connection: ~Copyable {
   /// than 16 times that size free (a small tmpfs keeps its space), and a
   /// write that fails cuts the WAL back to the size it had.
   private func preallocateWAL() {
-    var vfs = statvfs()
-    guard statvfs(path, &vfs) == 0,
-      Int64(vfs.f_bavail) * Int64(vfs.f_frsize) >= 16 * Connection.walSizeLimit
-    else { return }
-    var wal: UnsafeMutablePointer<sqlite3_file>?
-    guard sqlite3_file_control(db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal) == SQLITE_OK,
-      let wal, let methods = wal.pointee.pMethods,
+    guard roomy else { return }
+    guard let wal = walFile(), let methods = wal.pointee.pMethods,
       let size = methods.pointee.xFileSize, let write = methods.pointee.xWrite,
       let truncate = methods.pointee.xTruncate, let sync = methods.pointee.xSync
     else { return }
@@ -373,21 +435,6 @@ struct Connection: ~Copyable {
       offset += sqlite3_int64(n)
     }
     if sync(wal, SQLITE_SYNC_NORMAL) != SQLITE_OK { _ = truncate(wal, start) }
-  }
-
-  /// Makes the new file's directory entry durable.
-  private func syncDirectory() {
-    var dir = path
-    if let slash = dir.lastIndex(of: "/") {
-      dir = slash == dir.startIndex ? "/" : String(dir[..<slash])
-    } else {
-      dir = "."
-    }
-    let fd = ordo_open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0)
-    if fd >= 0 {
-      fsync(fd)
-      Glibc.close(fd)
-    }
   }
 
   /// An existing database: ours, not from the future, undamaged, with the
@@ -456,6 +503,23 @@ struct Connection: ~Copyable {
     lastSynced = lastTransaction
     lastAppended = lastTransaction
     return StoredState(epoch: epochRow.text, lastTransaction: lastTransaction, keypaths: keypaths)
+  }
+
+  /// The database's state with the transactions of the commit log that it
+  /// does not hold yet laid over it (those the log made durable).
+  mutating func readWithLog() throws(StoreError) -> StoredState {
+    let synced = lastSynced, appended = lastAppended
+    var state = try read()
+    lastSynced = synced
+    lastAppended = appended
+    var byKeypath: [String: StoredKeypath] = [:]
+    for k in state.keypaths { byKeypath[k.keypath] = k }
+    for t in unapplied where t.transaction <= synced {
+      for c in t.changes { byKeypath[c.keypath] = c }
+      state.lastTransaction = t.transaction
+    }
+    state.keypaths = byKeypath.values.sorted { $0.keypath.utf8.lexicographicallyPrecedes($1.keypath.utf8) }
+    return state
   }
 
   /// One row of `keypath`, checked.
@@ -529,6 +593,18 @@ struct Connection: ~Copyable {
 
   mutating func append(transaction: UInt64, changes: [StoredKeypath]) throws(StoreError) {
     initial = nil  // what `open` read is no longer the state
+    if let log {
+      if !groupOpen {
+        // A caller that never applies the log: keep what waits bounded.
+        if unapplied.count >= Connection.unappliedLimit { try? applyLog() }
+        groupOpen = true
+        groupFirst = transaction
+      }
+      log.add(transaction: transaction, changes: changes)
+      unapplied.append(LoggedTransaction(transaction: transaction, changes: changes))
+      lastAppended = transaction
+      return
+    }
     if !groupOpen {
       let (rc, e) = step(begin)
       if rc != SQLITE_OK {
@@ -613,6 +689,17 @@ struct Connection: ~Copyable {
 
   mutating func commit() throws(StoreError) {
     guard groupOpen else { return }
+    if let log {
+      if let problem = log.write() {
+        let range = groupRange
+        rollback()
+        throw error(
+          .storage, "cannot make transactions \(range) durable: cannot write the commit log \(log.path): \(problem); they were dropped")
+      }
+      groupOpen = false
+      lastSynced = lastAppended
+      return
+    }
     let (rc, e) = step(commitGroup)
     if rc != SQLITE_OK {
       let why = reason(rc, osErrno: e)
@@ -625,9 +712,117 @@ struct Connection: ~Copyable {
   }
 
   mutating func rollback() {
+    if let log {
+      log.drop()
+      let synced = lastSynced
+      unapplied.removeAll { $0.transaction > synced }
+    }
     if sqlite3_get_autocommit(db) == 0 { sqlite3_exec(db, "ROLLBACK", nil, nil, nil) }
     groupOpen = false
     lastAppended = lastSynced
+  }
+
+  // MARK: The commit log
+
+  /// Transactions that may wait in the log when the caller never applies
+  /// it; the next group applies them first.
+  static let unappliedLimit = 4096
+
+  /// Opens the commit log beside the database whose state is `state`, and
+  /// applies (durably) the transactions it holds that the database lacks;
+  /// returns whether there were any. Refuses a log that belongs to another
+  /// state or skips a transaction. Without `keep` the log is closed again
+  /// (an open without a commit log, after one with).
+  mutating func openLog(_ state: StoredState, keep: Bool) throws(StoreError) -> Bool {
+    let opened = try CommitLog.open(path: path + "-log", epoch: state.epoch, roomy: keep && roomy) { error($0, $1) }
+    log = opened.log
+    defer {
+      // Without the log from now on: what it held is in the database.
+      if !keep {
+        opened.log.close()
+        log = nil
+      }
+    }
+    let last = state.lastTransaction
+    let todo = opened.records.filter { $0.transaction > last }
+    if opened.otherEpoch {
+      // A log left from a state file that was removed: only a new
+      // database may ignore it.
+      if !todo.isEmpty && !created {
+        throw error(
+          .corrupt,
+          "is damaged: the commit log \(opened.log.path) belongs to another state (another epoch) and holds transactions the database lacks; refusing to use it"
+        )
+      }
+      try opened.log.reset(epoch: CommitLog.fnv(CommitLog.fnvBasis, Array(state.epoch.utf8))) { error($0, $1) }
+      return false
+    }
+    guard !todo.isEmpty else { return false }
+    for r in todo {
+      do {
+        try validate(transaction: r.transaction, changes: r.changes)
+      } catch {
+        throw self.error(.corrupt, "is damaged: the commit log \(opened.log.path): \(error.message)")
+      }
+      if r.transaction != lastAppended + 1 {
+        throw error(
+          .corrupt,
+          "is damaged: the commit log \(opened.log.path) goes from transaction \(lastAppended) to \(r.transaction)")
+      }
+      lastAppended = r.transaction
+    }
+    lastSynced = lastAppended
+    unapplied = todo
+    try applyLog(durably: true)
+    return true
+  }
+
+  /// Writes the durable transactions of the log into the database (one
+  /// SQLite transaction, no sync), then, once the log has reached
+  /// `CommitLog.resetAt` (or with `durably`), syncs the WAL and starts the
+  /// log anew. See `StateFile.applyLog()`.
+  mutating func applyLog(durably: Bool = false) throws(StoreError) {
+    guard let log else { return }
+    let synced = lastSynced
+    let ready = unapplied.prefix { $0.transaction <= synced }
+    if !ready.isEmpty {
+      let first = ready.first!.transaction, last = ready.last!.transaction
+      let range = first == last ? "\(first)" : "\(first)…\(last)"
+      func fail(_ rc: Int32, _ e: Int32) -> StoreError {
+        let why = reason(rc, osErrno: e)
+        if sqlite3_get_autocommit(db) == 0 { sqlite3_exec(db, "ROLLBACK", nil, nil, nil) }
+        return error(
+          .storage,
+          "cannot write transactions \(range) from the commit log into the database: \(why); they stay durable in the commit log")
+      }
+      var (rc, e) = step(begin)
+      if rc != SQLITE_OK { throw fail(rc, e) }
+      for r in ready {
+        for c in r.changes {
+          (rc, e) = bindAndStep(c)
+          if rc != SQLITE_DONE { throw fail(rc, e) }
+        }
+      }
+      sqlite3_bind_int64(setLast, 1, Int64(last))
+      rc = sqlite3_step(setLast)
+      e = ordo_errno()
+      sqlite3_reset(setLast)
+      if rc != SQLITE_DONE { throw fail(rc, e) }
+      (rc, e) = step(commitGroup)
+      if rc != SQLITE_OK { throw fail(rc, e) }
+      unapplied.removeFirst(ready.count)
+    }
+    guard unapplied.isEmpty, !log.hasPending, durably || log.needsReset else { return }
+    // The database must hold every record durably before the log forgets
+    // them: sync the WAL (SQLite's checkpoints sync what they copy).
+    guard let wal = walFile(), let methods = wal.pointee.pMethods, let sync = methods.pointee.xSync else {
+      throw error(.storage, "cannot sync the WAL before starting the commit log anew")
+    }
+    let rc = sync(wal, SQLITE_SYNC_NORMAL)
+    if rc != SQLITE_OK {
+      throw error(.storage, "cannot sync the WAL before starting the commit log anew: \(reason(rc, osErrno: ordo_errno()))")
+    }
+    try log.reset { error($0, $1) }
   }
 
   // MARK: SQL helpers

@@ -196,6 +196,25 @@ final class StoreDurability: Durability {
     self.logger = logger
   }
 
+  /// Whether the last `applyLog()` failed (its warning is logged once per
+  /// run of failures). Service thread only.
+  nonisolated(unsafe) private var applyFailing = false
+
+  func acknowledged() {
+    do {
+      try state.applyLog()
+      if applyFailing {
+        applyFailing = false
+        logger(.info, "the commit log is written into the database again")
+      }
+    } catch {
+      if !applyFailing {
+        applyFailing = true
+        logger(.warning, "\(error.message) (retried after each sync)")
+      }
+    }
+  }
+
   func sync() -> DurabilityOutcome {
     do {
       return DurabilityOutcome(durable: try state.sync())

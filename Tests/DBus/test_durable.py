@@ -24,6 +24,7 @@ from jeepney import DBusAddress, HeaderFields, MessageType, new_method_call  # n
 from jeepney.io.blocking import open_dbus_connection  # noqa: E402
 
 STORAGE = "dev.ordo.Error.Storage"
+STORE_TOOL = os.path.join(os.path.dirname(ORDOD), "ordo-store-tool")
 KEYS = 37
 
 
@@ -208,7 +209,12 @@ class Crash(DurableCase):
             observer.join(timeout=10)
 
             # Which commits survived: the state file's last id says how many
-            # of this round's commits (ids are given in sending order).
+            # of this round's commits (ids are given in sending order). A
+            # --sync full ordod acknowledges once a commit is in the state's
+            # commit log; an open (ordo-store-tool open, as ordod's next
+            # start) writes what the log holds into the database.
+            self.assertEqual(subprocess.run([STORE_TOOL, "open", self.state], capture_output=True, text=True,
+                                            timeout=60).stdout.strip(), "opened")
             _, last, _ = read_state(self.state)
             survived = last - model.last
             acked = sorted(client.acked)

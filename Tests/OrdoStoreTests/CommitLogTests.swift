@@ -1,0 +1,198 @@
+import Ordo
+import OrdoStore
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The commit log of a state file (`StateFile.open(path:sync:commitLog:)`,
+/// docs/storage.md "The commit log"). A process crash is simulated by
+/// copying the files while the state file is open: what a `kill -9` would
+/// leave (everything written is in the files; the kill -9 rounds through a
+/// bus, in BusTests, kill real processes).
+@Suite struct CommitLogTests {
+  /// Appends transactions `range` of the workload, one sync per `group`.
+  func write(_ f: StateFile, _ range: ClosedRange<UInt64>, group: UInt64 = 1, counters: inout [String: UInt64]) throws {
+    for t in range {
+      let changes = workload(t).map { k, v in
+        let c = (counters[k] ?? 0) + 1
+        counters[k] = c
+        return kp(k, v, c, t)
+      }
+      try f.append(transaction: t, changes: changes)
+      if t % group == 0 || t == range.upperBound { try f.sync() }
+    }
+  }
+
+  /// Copies the state file's files (the database, its WAL and its commit
+  /// log, not SQLite's shared-memory index) as a crash would leave them.
+  func crashImage(_ path: String, to copy: String) {
+    for suffix in ["", "-wal", "-log"] {
+      if let bytes = contents(path + suffix) { writeFile(copy + suffix, bytes) }
+    }
+  }
+
+  /// The last transaction id the database itself holds (no log applied).
+  func databaseLast(_ path: String) throws -> UInt64 {
+    let scratch = path + ".db-only"
+    for suffix in ["", "-wal"] {
+      if let bytes = contents(path + suffix) { writeFile(scratch + suffix, bytes) }
+    }
+    let f = try StateFile.open(path: scratch)
+    defer {
+      f.close()
+      for suffix in ["", "-wal", "-shm", "-log"] { unlink(scratch + suffix) }
+    }
+    return try f.load().lastTransaction
+  }
+
+  @Test func aSyncedGroupIsInTheLogBeforeTheDatabaseAndSurvivesACrash() throws {
+    let dir = TempDir()
+    defer { dir.remove() }
+    let path = dir.file("state.ordo")
+    let f = try StateFile.open(path: path, commitLog: true)
+    #expect(f.usesCommitLog)
+    var counters: [String: UInt64] = [:]
+    try write(f, 1...40, group: 3, counters: &counters)
+    try f.applyLog()
+    try write(f, 41...60, group: 4, counters: &counters)
+    #expect(f.lastSyncedTransaction == 60)
+    // Synced, not applied: the database stops at 40, the log has the rest.
+    #expect(try databaseLast(path) == 40)
+    crashImage(path, to: dir.file("crash.ordo"))
+    let reopened = try StateFile.open(path: dir.file("crash.ordo"), commitLog: true)
+    let state = try reopened.load()
+    #expect(state.lastTransaction == 60)
+    #expect(state.keypaths == replay(60))
+    reopened.close()
+    // Opening applied the log durably: the database alone has all of it.
+    #expect(try databaseLast(dir.file("crash.ordo")) == 60)
+    // Opened without a commit log (`--sync normal`, each-commit mode), the
+    // log's transactions are applied all the same.
+    crashImage(path, to: dir.file("crash3.ordo"))
+    let plain = try StateFile.open(path: dir.file("crash3.ordo"), sync: .normal)
+    #expect(!plain.usesCommitLog)
+    #expect(try plain.load().keypaths == replay(60))
+    try plain.append(transaction: 61, changes: [kp("k.plain", .int64(61), 1, 61)])
+    try plain.sync()
+    plain.close()
+    // ... and the log, started anew, does not bring them back later.
+    let back = try StateFile.open(path: dir.file("crash3.ordo"), commitLog: true)
+    #expect(try back.load().lastTransaction == 61)
+    back.close()
+    // An unsynced group is not in the log.
+    try f.append(transaction: 61, changes: [kp("k.new", .int64(1), 1, 61)])
+    crashImage(path, to: dir.file("crash2.ordo"))
+    let second = try StateFile.open(path: dir.file("crash2.ordo"), commitLog: true)
+    #expect(try second.load().lastTransaction == 60)
+    second.close()
+    f.discard()
+    try f.applyLog()
+    #expect(try databaseLast(path) == 60)
+    f.close()
+  }
+
+  @Test func aTornRecordEndsTheLog() throws {
+    let dir = TempDir()
+    defer { dir.remove() }
+    let path = dir.file("state.ordo")
+    let f = try StateFile.open(path: path, commitLog: true)
+    var counters: [String: UInt64] = [:]
+    try write(f, 1...4, counters: &counters)
+    crashImage(path, to: dir.file("crash.ordo"))
+    f.close()
+    // Walk the records (docs/storage.md) to the fourth and damage its
+    // changes: the scan must stop after the third.
+    var log = contents(dir.file("crash.ordo-log"))!
+    var offset = 4096
+    for _ in 0..<3 {
+      let length = Int(log[offset]) | Int(log[offset + 1]) << 8 | Int(log[offset + 2]) << 16
+      offset += (24 + length + 7) & ~7
+    }
+    #expect(log[offset + 8] == 4, "the fourth record is transaction 4")
+    log[offset + 30] ^= 0x55
+    writeFile(dir.file("crash.ordo-log"), log)
+    let reopened = try StateFile.open(path: dir.file("crash.ordo"), commitLog: true)
+    let state = try reopened.load()
+    #expect(state.lastTransaction == 3)
+    #expect(state.keypaths == replay(3))
+    // The history goes on from 3.
+    try reopened.append(transaction: 4, changes: [kp("k.after", .bool(true), 1, 4)])
+    try reopened.sync()
+    reopened.close()
+    let again = try StateFile.open(path: dir.file("crash.ordo"), commitLog: true)
+    #expect(try again.load().keypaths.contains(kp("k.after", .bool(true), 1, 4)))
+    again.close()
+  }
+
+  @Test func aLogStartedAnewKeepsNoStaleRecords() throws {
+    let dir = TempDir()
+    defer { dir.remove() }
+    let path = dir.file("state.ordo")
+    let f = try StateFile.open(path: path, commitLog: true)
+    // 8 KiB values: the log passes its working size after ≈ 100 records
+    // and starts anew at the next applyLog().
+    let blob = Value.bytes([UInt8](repeating: 0xab, count: 8192))
+    var expected: [String: StoredKeypath] = [:]
+    for t in UInt64(1)...260 {
+      let k = "big.n\(t % 7)"
+      let c = (expected[k]?.counter ?? 0) + 1
+      expected[k] = kp(k, t % 3 == 0 ? .int64(Int64(t)) : blob, c, t)
+      try f.append(transaction: t, changes: [expected[k]!])
+      try f.sync()
+      if t <= 250 { try f.applyLog() }
+    }
+    let logSize = contents(path + "-log")!.count
+    #expect(logSize <= 1 << 20, "the log stayed within its working size (\(logSize) bytes)")
+    crashImage(path, to: dir.file("crash.ordo"))
+    let reopened = try StateFile.open(path: dir.file("crash.ordo"), commitLog: true)
+    let state = try reopened.load()
+    #expect(state.lastTransaction == 260)
+    #expect(state.keypaths == expected.values.sorted { $0.keypath < $1.keypath })
+    reopened.close()
+    f.close()
+  }
+
+  @Test func aLogOfAnotherStateIsRefusedOrLeftBehind() throws {
+    let dir = TempDir()
+    defer { dir.remove() }
+    let a = dir.file("a.ordo"), b = dir.file("b.ordo")
+    let fa = try StateFile.open(path: a, commitLog: true)
+    var ca: [String: UInt64] = [:]
+    try write(fa, 1...5, counters: &ca)
+    crashImage(a, to: dir.file("a-crash.ordo"))
+    fa.close()
+    try makeState(b, 3)
+    // b's database beside a's log, which holds transactions b lacks.
+    writeFile(b + "-log", contents(dir.file("a-crash.ordo-log"))!)
+    let before = contents(b)
+    expectStoreError(.corrupt, [b + "-log", "another state"]) { _ = try StateFile.open(path: b, commitLog: true) }
+    #expect(contents(b) == before, "the refused state file was changed")
+    // A log whose database was removed: the new state leaves it behind.
+    let c = dir.file("c.ordo")
+    writeFile(c + "-log", contents(dir.file("a-crash.ordo-log"))!)
+    let fc = try StateFile.open(path: c, commitLog: true)
+    #expect(fc.created)
+    #expect(try fc.load() == StoredState(epoch: fc.epoch, lastTransaction: 0, keypaths: []))
+    fc.close()
+    let again = try StateFile.open(path: c, commitLog: true)
+    #expect(try again.load().lastTransaction == 0)
+    again.close()
+  }
+
+  @Test func aDamagedLogHeaderIsRefused() throws {
+    let dir = TempDir()
+    defer { dir.remove() }
+    let path = dir.file("state.ordo")
+    let f = try StateFile.open(path: path, commitLog: true)
+    var counters: [String: UInt64] = [:]
+    try write(f, 1...3, counters: &counters)
+    f.close()
+    var log = contents(path + "-log")!
+    for i in 0..<1024 { log[i] = UInt8(truncatingIfNeeded: i &* 31 &+ 7) }
+    writeFile(path + "-log", log)
+    expectStoreError(.corrupt, [path + "-log", "no valid header"]) { _ = try StateFile.open(path: path, commitLog: true) }
+    #expect(contents(path + "-log") == log, "the refused log was changed")
+  }
+}
