@@ -735,10 +735,11 @@ struct Connection: ~Copyable {
   /// (an open without a commit log, after one with).
   mutating func openLog(_ state: StoredState, keep: Bool) throws(StoreError) -> Bool {
     let opened = try CommitLog.open(path: path + "-log", epoch: state.epoch, roomy: keep && roomy) { error($0, $1) }
-    log = opened.log
+    var kept = false
     defer {
-      // Without the log from now on: what it held is in the database.
-      if !keep {
+      // Refused (nothing written to it), or without the log from now on
+      // (what it held is in the database): closed as it is.
+      if !kept {
         opened.log.close()
         log = nil
       }
@@ -755,9 +756,15 @@ struct Connection: ~Copyable {
         )
       }
       try opened.log.reset(epoch: CommitLog.fnv(CommitLog.fnvBasis, Array(state.epoch.utf8))) { error($0, $1) }
+      log = opened.log
+      kept = keep
       return false
     }
-    guard !todo.isEmpty else { return false }
+    guard !todo.isEmpty else {
+      log = opened.log
+      kept = keep
+      return false
+    }
     for r in todo {
       do {
         try validate(transaction: r.transaction, changes: r.changes)
@@ -773,7 +780,9 @@ struct Connection: ~Copyable {
     }
     lastSynced = lastAppended
     unapplied = todo
+    log = opened.log
     try applyLog(durably: true)
+    kept = keep
     return true
   }
 

@@ -166,9 +166,11 @@ import Glibc
     try makeState(b, 3)
     // b's database beside a's log, which holds transactions b lacks.
     writeFile(b + "-log", contents(dir.file("a-crash.ordo-log"))!)
-    let before = contents(b)
+    let before = contents(b), logBefore = contents(b + "-log")
     expectStoreError(.corrupt, [b + "-log", "another state"]) { _ = try StateFile.open(path: b, commitLog: true) }
-    #expect(contents(b) == before, "the refused state file was changed")
+    let sameDatabase = contents(b) == before, sameLog = contents(b + "-log") == logBefore
+    #expect(sameDatabase, "the refused state file was changed")
+    #expect(sameLog, "the refused commit log was changed")
     // A log whose database was removed: the new state leaves it behind.
     let c = dir.file("c.ordo")
     writeFile(c + "-log", contents(dir.file("a-crash.ordo-log"))!)
@@ -193,6 +195,7 @@ import Glibc
     for i in 0..<1024 { log[i] = UInt8(truncatingIfNeeded: i &* 31 &+ 7) }
     writeFile(path + "-log", log)
     expectStoreError(.corrupt, [path + "-log", "no valid header"]) { _ = try StateFile.open(path: path, commitLog: true) }
-    #expect(contents(path + "-log") == log, "the refused log was changed")
+    let same = contents(path + "-log") == log
+    #expect(same, "the refused log was changed")
   }
 }
