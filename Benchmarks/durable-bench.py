@@ -39,7 +39,7 @@ state = os.path.join(scratch, "durable-bench-state.ordo")
 
 
 def run(*args, state_args=(), samples=None):
-    for suffix in ("", "-wal", "-shm"):
+    for suffix in ("", "-wal", "-shm", "-log"):
         if os.path.exists(state + suffix):
             os.unlink(state + suffix)
     cmd = [bench, *args, "--dir", scratch]

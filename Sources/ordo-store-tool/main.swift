@@ -212,7 +212,7 @@ func rate(_ dir: String, _ sync: SyncMode, _ n: Int, _ group: Int) -> Double {
   }
   let r = Double(n) / (now() - t0)
   f.close()
-  for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
+  for suffix in ["", "-wal", "-shm", "-log"] { unlink(path + suffix) }
   return r
 }
 
@@ -386,21 +386,25 @@ func busFsize(_ path: String) {
 /// sync() in grouped mode (nil: each-commit mode; 0: no durable state).
 func busRate(_ dir: String, _ sync: SyncMode, _ n: Int, _ mode: DurableState.Mode, _ group: Int) -> Double {
   let path = "\(dir)/bus-bench-\(sync.rawValue)-\(mode.rawValue)-\(group).ordo"
-  for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
+  for suffix in ["", "-wal", "-shm", "-log"] { unlink(path + suffix) }
   let bus = Bus()
   let durable = group == 0 ? nil : attachOrFail(bus, path, sync, mode)
   let t0 = now()
   do {
     for t in 1...n {
       try bus.transaction { try bus.set("bench.k\(t % 1000)", .int64(Int64(t))) }
-      if let durable, mode == .grouped, t % group == 0 || t == n { try durable.sync() }
+      if let durable, mode == .grouped, t % group == 0 || t == n {
+        try durable.sync()
+        // As ordod does once the acknowledgements are out.
+        try durable.applyLog()
+      }
     }
   } catch {
     fail("\(error)")
   }
   let r = Double(n) / (now() - t0)
   durable?.close()
-  for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
+  for suffix in ["", "-wal", "-shm", "-log"] { unlink(path + suffix) }
   return r
 }
 

@@ -398,3 +398,55 @@ private func runService(_ service: DBusService) -> () -> Void {
   #expect(notes == 0)
   client.close()
 }
+
+/// A durability hook that records what the service asks of it; its
+/// `acknowledged()` takes half a second.
+final class RecordingDurability: Durability {
+  let events = Mutex<[String]>([])
+  let bus: Bus
+  init(bus: Bus) { self.bus = bus }
+
+  func sync() -> DurabilityOutcome {
+    let t = bus.transactionID
+    events.withLock { $0.append("sync \(t)") }
+    return DurabilityOutcome(durable: t)
+  }
+
+  func acknowledged() {
+    events.withLock { $0.append("acknowledged") }
+    usleep(500_000)
+  }
+}
+
+/// With a durability hook, a Commit's reply waits for `sync()`, and
+/// `acknowledged()` runs once the reply was sent: its half second does not
+/// delay the reply (what `ordod --state` relies on to write its commit log
+/// into the database after acknowledging).
+@Test func acknowledgedRunsAfterTheReplies() throws {
+  let (address, pid) = try startPrivateDaemon()
+  defer {
+    kill(pid, SIGKILL)
+    var st: Int32 = 0
+    waitpid(pid, &st, 0)
+  }
+  let bus = Bus()
+  let service = try DBusService(bus: bus, address: address, name: "dev.ordo.Test")
+  let durability = RecordingDurability(bus: bus)
+  service.setDurability(durability)
+  let stop = runService(service)
+  defer { stop() }
+  let client = try OrdoClient(address: address, name: "dev.ordo.Test", timeoutMs: 5000)
+  defer { client.close() }
+  var t0 = timespec(), t1 = timespec()
+  clock_gettime(CLOCK_MONOTONIC, &t0)
+  #expect(try client.commit(set: [("a.x", .int64(1))]) == 1)
+  clock_gettime(CLOCK_MONOTONIC, &t1)
+  let seconds = Double(t1.tv_sec - t0.tv_sec) + Double(t1.tv_nsec - t0.tv_nsec) / 1e9
+  #expect(seconds < 0.4, "the reply waited for acknowledged(): \(seconds) s")
+  let deadline = time(nil) + 10
+  while durability.events.withLock({ $0.count < 2 }) && time(nil) < deadline { usleep(10_000) }
+  #expect(durability.events.withLock { $0 } == ["sync 1", "acknowledged"])
+  // The next Commit is answered once acknowledged() returned.
+  #expect(try client.commit(set: [("a.x", .int64(2))]) == 2)
+  #expect(durability.events.withLock { Array($0.prefix(3)) } == ["sync 1", "acknowledged", "sync 2"])
+}
