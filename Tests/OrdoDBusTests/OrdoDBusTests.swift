@@ -65,30 +65,15 @@ import Glibc
 
 /// A service and a client in one process, on a private dbus-daemon.
 @Test func serviceAndClientInProcess() throws {
-  let (address, pid) = try startPrivateDaemon()
-  defer {
-    // SIGKILL: the daemon must go even if SIGTERM is blocked or ignored.
-    kill(pid, SIGKILL)
-    var st: Int32 = 0
-    waitpid(pid, &st, 0)
-  }
-  try #require(!address.isEmpty)
+  let daemon = try PrivateDaemon()
+  defer { daemon.stop() }
+  let address = daemon.address
 
   let bus = Bus()
   let service = try DBusService(bus: bus, address: address, name: "dev.ordo.Test")
   // The service runs on its own thread; the client blocks on this one.
-  let box = ServiceBox(service)
-  var tid = pthread_t()
-  let ctx = Unmanaged.passRetained(box).toOpaque()
-  pthread_create(&tid, nil, { raw in
-    let box = Unmanaged<ServiceBox>.fromOpaque(raw!).takeRetainedValue()
-    try? box.service.run()
-    return nil
-  }, ctx)
-  defer {
-    service.stop()
-    pthread_join(tid, nil)
-  }
+  let stopService = runService(service)
+  defer { stopService() }
   let client = try OrdoClient(address: address, name: "dev.ordo.Test", timeoutMs: 5000)
   var got: [RemoteNotification] = []
   let path = try client.register(name: "c", reads: ["a.*"]) { got.append($0) }
@@ -114,6 +99,24 @@ import Glibc
 final class ServiceBox: @unchecked Sendable {
   let service: DBusService
   init(_ s: DBusService) { service = s }
+}
+
+/// A private dbus-daemon for one test; `stop()` kills it (SIGKILL: it must
+/// go even if SIGTERM is blocked or ignored) and reaps it.
+struct PrivateDaemon {
+  let address: String
+  let pid: pid_t
+
+  init() throws {
+    (address, pid) = try startPrivateDaemon()
+    try #require(!address.isEmpty, "dbus-daemon printed no address")
+  }
+
+  func stop() {
+    kill(pid, SIGKILL)
+    var st: Int32 = 0
+    waitpid(pid, &st, 0)
+  }
 }
 
 /// Starts a private dbus-daemon; returns its address and pid (kill with
@@ -184,25 +187,13 @@ final class WriterThread: @unchecked Sendable {
 /// local Swift contract on the published bus reads: passes run on the
 /// service thread (a remote Commit) and on another thread (a local commit).
 @Test func remoteWriterFeedsLocalContract() throws {
-  let (address, pid) = try startPrivateDaemon()
-  defer {
-    kill(pid, SIGKILL)
-    var st: Int32 = 0
-    waitpid(pid, &st, 0)
-  }
+  let daemon = try PrivateDaemon()
+  defer { daemon.stop() }
+  let address = daemon.address
   let bus = Bus()
   let service = try DBusService(bus: bus, address: address, name: "dev.ordo.Test")
-  let box = ServiceBox(service)
-  var tid = pthread_t()
-  pthread_create(&tid, nil, { raw in
-    let box = Unmanaged<ServiceBox>.fromOpaque(raw!).takeRetainedValue()
-    try? box.service.run()
-    return nil
-  }, Unmanaged.passRetained(box).toOpaque())
-  defer {
-    service.stop()
-    pthread_join(tid, nil)
-  }
+  let stopService = runService(service)
+  defer { stopService() }
   let writer = WriterThread(address: address)
   pthread_create(&writer.tid, nil, { raw in
     let w = Unmanaged<WriterThread>.fromOpaque(raw!).takeRetainedValue()
@@ -322,7 +313,7 @@ private let names: Policy.Resolver = { ["alice": 1000, "settingsd": 900, "apps":
 }
 
 /// Runs a service on its own thread until `stop` (returns the joiner).
-private func runService(_ service: DBusService) -> () -> Void {
+func runService(_ service: DBusService) -> () -> Void {
   let box = ServiceBox(service)
   var tid = pthread_t()
   let ctx = Unmanaged.passRetained(box).toOpaque()
@@ -341,12 +332,9 @@ private func runService(_ service: DBusService) -> () -> Void {
 /// Changes (values, removed, counters, since past the last id), and the
 /// owner-change callback when another service takes the name.
 @Test func clientChangesEpochAndOwnerChange() throws {
-  let (address, pid) = try startPrivateDaemon()
-  defer {
-    kill(pid, SIGKILL)
-    var st: Int32 = 0
-    waitpid(pid, &st, 0)
-  }
+  let daemon = try PrivateDaemon()
+  defer { daemon.stop() }
+  let address = daemon.address
   let bus = Bus()
   var service: DBusService? = try DBusService(bus: bus, address: address, name: "dev.ordo.Test")
   var join = runService(service!)
@@ -423,12 +411,9 @@ final class RecordingDurability: Durability {
 /// delay the reply (what `ordod --state` relies on to write its commit log
 /// into the database after acknowledging).
 @Test func acknowledgedRunsAfterTheReplies() throws {
-  let (address, pid) = try startPrivateDaemon()
-  defer {
-    kill(pid, SIGKILL)
-    var st: Int32 = 0
-    waitpid(pid, &st, 0)
-  }
+  let daemon = try PrivateDaemon()
+  defer { daemon.stop() }
+  let address = daemon.address
   let bus = Bus()
   let service = try DBusService(bus: bus, address: address, name: "dev.ordo.Test")
   let durability = RecordingDurability(bus: bus)

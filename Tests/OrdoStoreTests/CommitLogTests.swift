@@ -25,6 +25,18 @@ import Glibc
     }
   }
 
+  /// A state file with a commit log in `dir`, holding transactions `range`
+  /// of the workload, synced one by one and not applied.
+  func loggedState(in dir: TempDir, _ range: ClosedRange<UInt64>, name: String = "state.ordo") throws
+    -> (String, StateFile)
+  {
+    let path = dir.file(name)
+    let f = try StateFile.open(path: path, commitLog: true)
+    var counters: [String: UInt64] = [:]
+    try write(f, range, counters: &counters)
+    return (path, f)
+  }
+
   /// Copies the state file's files (the database, its WAL and its commit
   /// log, not SQLite's shared-memory index) as a crash would leave them.
   func crashImage(_ path: String, to copy: String) {
@@ -96,10 +108,7 @@ import Glibc
   @Test func aTornRecordEndsTheLog() throws {
     let dir = TempDir()
     defer { dir.remove() }
-    let path = dir.file("state.ordo")
-    let f = try StateFile.open(path: path, commitLog: true)
-    var counters: [String: UInt64] = [:]
-    try write(f, 1...4, counters: &counters)
+    let (path, f) = try loggedState(in: dir, 1...4)
     crashImage(path, to: dir.file("crash.ordo"))
     f.close()
     // Walk the records (docs/storage.md) to the fourth and damage its
@@ -157,10 +166,8 @@ import Glibc
   @Test func aLogOfAnotherStateIsRefusedOrLeftBehind() throws {
     let dir = TempDir()
     defer { dir.remove() }
-    let a = dir.file("a.ordo"), b = dir.file("b.ordo")
-    let fa = try StateFile.open(path: a, commitLog: true)
-    var ca: [String: UInt64] = [:]
-    try write(fa, 1...5, counters: &ca)
+    let (a, fa) = try loggedState(in: dir, 1...5, name: "a.ordo")
+    let b = dir.file("b.ordo")
     crashImage(a, to: dir.file("a-crash.ordo"))
     fa.close()
     try makeState(b, 3)
@@ -186,10 +193,7 @@ import Glibc
   @Test func aDamagedLogHeaderIsRefused() throws {
     let dir = TempDir()
     defer { dir.remove() }
-    let path = dir.file("state.ordo")
-    let f = try StateFile.open(path: path, commitLog: true)
-    var counters: [String: UInt64] = [:]
-    try write(f, 1...3, counters: &counters)
+    let (path, f) = try loggedState(in: dir, 1...3)
     f.close()
     var log = contents(path + "-log")!
     for i in 0..<1024 { log[i] = UInt8(truncatingIfNeeded: i &* 31 &+ 7) }
