@@ -9,8 +9,9 @@
 //       MESSAGE", then, with the limit lifted, "synced ID" again
 //   ordo-store-tool hold PATH                opens PATH, prints "held", keeps
 //       it open until stdin closes
-//   ordo-store-tool open PATH                opens and closes PATH; prints
-//       "opened" or "error KIND MESSAGE" (exit status 1)
+//   ordo-store-tool open PATH                opens and closes PATH (writing
+//       what its commit log holds into the database, as every open does);
+//       prints "opened" or "error KIND MESSAGE" (exit status 1)
 //   ordo-store-tool open-limited PATH BYTES  opens PATH under a file-size
 //       limit of BYTES (SIGXFSZ ignored), prints "wal SIZE", stores and
 //       syncs one small transaction, prints "synced ID"
