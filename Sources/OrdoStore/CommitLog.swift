@@ -47,8 +47,10 @@ final class CommitLog {
   static let version: UInt32 = 1
   static let headerBytes = 48
   static let recordHeader = 24
-  /// A record larger than this is damage, not a transaction.
-  static let maxRecord = 1 << 30
+  /// The most bytes of changes one record holds (a transaction with more
+  /// is refused by `StateFile.append`; D-Bus carries at most 128 MiB in a
+  /// message). A record claiming more is damage.
+  static let maxRecord = 256 << 20
 
   let path: String
   private(set) var fd: Int32
@@ -192,6 +194,8 @@ final class CommitLog {
   func add(transaction: UInt64, changes: [StoredKeypath]) {
     var body: [UInt8] = []
     CommitLog.encode(changes, into: &body)
+    // What StateFile.validate measures is what is written (debug builds).
+    assert(body.count == CommitLog.recordSize(changes), "CommitLog.recordSize disagrees with encode")
     var head: [UInt8] = []
     head.reserveCapacity(CommitLog.recordHeader)
     put32(&head, UInt32(body.count))
@@ -354,6 +358,22 @@ final class CommitLog {
       put64(&out, c.counter)
       put64(&out, c.changedAt)
     }
+  }
+
+  /// The bytes `encode` writes for `changes`.
+  static func recordSize(_ changes: [StoredKeypath]) -> Int {
+    var n = 4
+    for c in changes {
+      n += 4 + c.keypath.utf8.count + 1 + 16
+      switch c.value {
+      case .none: break
+      case .bool?: n += 1
+      case .int64?, .double?: n += 8
+      case .string(let s)?: n += 4 + s.utf8.count
+      case .bytes(let b)?: n += 4 + b.count
+      }
+    }
+    return n
   }
 
   /// The changes of a record, or nil when its bytes do not decode.

@@ -571,6 +571,12 @@ struct Connection: ~Copyable {
       throw bad("its id must be greater than the last stored or appended id \(lastAppended)")
     }
     if transaction > UInt64(Int64.max) { throw bad("its id is larger than \(Int64.max)") }
+    if log != nil {
+      let size = CommitLog.recordSize(changes)
+      if size > CommitLog.maxRecord {
+        throw bad("its changes take \(size) bytes, more than one record of the commit log holds (\(CommitLog.maxRecord))")
+      }
+    }
     var seen = Set<String>()
     if changes.count > 1 { seen.reserveCapacity(changes.count) }
     for c in changes {

@@ -190,6 +190,29 @@ import Glibc
     again.close()
   }
 
+  @Test func aTransactionTooLargeForOneRecordIsRefused() throws {
+    let dir = TempDir()
+    defer { dir.remove() }
+    let (path, f) = try loggedState(in: dir, 1...2)
+    // (Debug builds assert at every record that the size the check
+    // measures is what the encoding writes.)
+    try f.append(transaction: 3, changes: [kp("a.b", .string("xyz"), 1, 3)])
+    try f.sync()
+    let huge = Value.bytes([UInt8](repeating: 1, count: 256 << 20))
+    expectStoreError(.invalidArgument, ["transaction 4", "commit log"]) {
+      try f.append(transaction: 4, changes: [kp("big.one", huge, 1, 4)])
+    }
+    // Nothing changed: the next transaction is 4, and the state has 1…3.
+    try f.append(transaction: 4, changes: [kp("a.c", .bool(true), 1, 4)])
+    try f.sync()
+    f.close()
+    let again = try StateFile.open(path: path, commitLog: true)
+    let state = try again.load()
+    #expect(state.lastTransaction == 4)
+    #expect(state.keypaths.contains(kp("a.b", .string("xyz"), 1, 3)))
+    again.close()
+  }
+
   @Test func aDamagedLogHeaderIsRefused() throws {
     let dir = TempDir()
     defer { dir.remove() }
