@@ -52,6 +52,8 @@ final class CommitLog {
   /// message). A record claiming more is damage.
   static let maxRecord = 256 << 20
 
+  /// The state file's path (errors name it) and the log's (`PATH-log`).
+  let statePath: String
   let path: String
   private(set) var fd: Int32
   private var cycle: UInt64
@@ -68,8 +70,9 @@ final class CommitLog {
   var hasPending: Bool { !pending.isEmpty }
   var needsReset: Bool { end >= CommitLog.resetAt }
 
-  private init(path: String, fd: Int32, cycle: UInt64, slot: Int, seed: UInt64, epochHash: UInt64, end: Int64, chain: UInt64) {
-    self.path = path
+  private init(statePath: String, fd: Int32, cycle: UInt64, slot: Int, seed: UInt64, epochHash: UInt64, end: Int64, chain: UInt64) {
+    self.statePath = statePath
+    self.path = statePath + "-log"
     self.fd = fd
     self.cycle = cycle
     self.slot = slot
@@ -89,12 +92,15 @@ final class CommitLog {
     var otherEpoch: Bool
   }
 
-  /// Opens (or makes) the log of the state whose epoch is `epoch`, and
-  /// reads the current cycle's valid records. `fail` makes the error of a
-  /// problem (the caller's path and wording).
-  static func open(
-    path: String, epoch: String, roomy: Bool, fail: (StoreError.Kind, String) -> StoreError
-  ) throws(StoreError) -> Opened {
+  /// The hash of an epoch that a header names.
+  static func hash(epoch: String) -> UInt64 { fnv(fnvBasis, epoch.utf8) }
+
+  /// Opens (or makes) the log of the state file at `statePath`, whose epoch
+  /// is `epoch`, and reads the current cycle's valid records. With `roomy`
+  /// a log short of its working size is written to it.
+  static func open(statePath: String, epoch: String, roomy: Bool) throws(StoreError) -> Opened {
+    let path = statePath + "-log"
+    func fail(_ kind: StoreError.Kind, _ problem: String) -> StoreError { .stateFile(statePath, kind, problem) }
     let name = "the commit log \(path)"
     let fd = ordo_open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
     if fd < 0 { throw fail(.storage, "cannot open \(name): \(String(cString: strerror(ordo_errno())))") }
@@ -105,7 +111,7 @@ final class CommitLog {
       throw fail(.storage, "cannot read \(name): \(String(cString: strerror(e)))")
     }
     let size = Int64(st.st_size)
-    let hash = fnv(fnvBasis, Array(epoch.utf8))
+    let hash = hash(epoch: epoch)
     var headers: [(cycle: UInt64, seed: UInt64, epoch: UInt64, slot: Int)] = []
     var sawBytes = false
     if size >= recordsStart {
@@ -130,10 +136,10 @@ final class CommitLog {
         throw fail(.corrupt, "is damaged: \(name) has no valid header (not an Ordo commit log, or damaged); refusing to use it")
       }
       // A new log (or one that was never given a header).
-      let log = CommitLog(path: path, fd: fd, cycle: 0, slot: 1, seed: 0, epochHash: hash, end: recordsStart, chain: 0)
+      let log = CommitLog(statePath: statePath, fd: fd, cycle: 0, slot: 1, seed: 0, epochHash: hash, end: recordsStart, chain: 0)
       if roomy { log.preallocate(from: size) }
       do throws(StoreError) {
-        try log.reset(epoch: hash, fail: fail)
+        try log.reset()
       } catch {
         log.close()
         throw error
@@ -143,10 +149,11 @@ final class CommitLog {
     }
     let h = headers.max { $0.cycle < $1.cycle }!
     let log = CommitLog(
-      path: path, fd: fd, cycle: h.cycle, slot: h.slot, seed: h.seed, epochHash: h.epoch, end: recordsStart, chain: h.seed)
+      statePath: statePath, fd: fd, cycle: h.cycle, slot: h.slot, seed: h.seed, epochHash: h.epoch, end: recordsStart,
+      chain: h.seed)
     let records: [LoggedTransaction]
     do throws(StoreError) {
-      records = try log.scan(size: size, fail: fail)
+      records = try log.scan(size: size)
     } catch {
       log.close()
       throw error
@@ -157,9 +164,7 @@ final class CommitLog {
 
   /// Reads the records of the current cycle from `recordsStart` on; leaves
   /// `end` and `chain` after the last valid one.
-  private func scan(size: Int64, fail: (StoreError.Kind, String) -> StoreError) throws(StoreError)
-    -> [LoggedTransaction]
-  {
+  private func scan(size: Int64) throws(StoreError) -> [LoggedTransaction] {
     var out: [LoggedTransaction] = []
     var offset = CommitLog.recordsStart
     var c = seed
@@ -172,11 +177,12 @@ final class CommitLog {
       else { break }
       var body = [UInt8](repeating: 0, count: length)
       guard CommitLog.readFully(fd, &body, at: offset + Int64(CommitLog.recordHeader)) else { break }
-      let sum = CommitLog.fnv(CommitLog.fnv(c, Array(head[0..<16])), body)
+      let sum = CommitLog.fnv(CommitLog.fnv(c, head[0..<16]), body)
       guard sum == load64(head, 16) else { break }
       let txn = load64(head, 8)
       guard let changes = CommitLog.decode(body) else {
-        throw fail(.corrupt, "is damaged: the commit log \(path) holds transaction \(txn) in a form this ordod cannot read")
+        throw .stateFile(
+          statePath, .corrupt, "is damaged: the commit log \(path) holds transaction \(txn) in a form this ordod cannot read")
       }
       out.append(LoggedTransaction(transaction: txn, changes: changes))
       c = sum
@@ -250,13 +256,14 @@ final class CommitLog {
 
   /// Starts a new cycle in the other header slot (the caller has made the
   /// database hold every record durably): the records written so far are
-  /// no longer valid, the next one goes to `recordsStart`.
-  func reset(epoch: UInt64? = nil, fail: (StoreError.Kind, String) -> StoreError) throws(StoreError) {
+  /// no longer valid, the next one goes to `recordsStart`. With `epoch`
+  /// the new header names that epoch (a log left by another state).
+  func reset(epoch: String? = nil) throws(StoreError) {
     precondition(pending.isEmpty, "a commit log reset with a group pending")
     var g = SystemRandomNumberGenerator()
     let newSeed = g.next() as UInt64
     let newSlot = 1 - slot
-    let e = epoch ?? epochHash
+    let e = epoch.map(CommitLog.hash(epoch:)) ?? epochHash
     var h: [UInt8] = []
     put64(&h, CommitLog.magic)
     put32(&h, CommitLog.version)
@@ -267,7 +274,7 @@ final class CommitLog {
     put64(&h, CommitLog.fnv(CommitLog.fnvBasis, h))
     let ok = h.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(newSlot * CommitLog.slotSize)) } == h.count
     if !ok || fdatasync(fd) != 0 {
-      throw fail(.storage, "cannot write the commit log \(path): \(String(cString: strerror(ordo_errno())))")
+      throw .stateFile(statePath, .storage, "cannot write the commit log \(path): \(String(cString: strerror(ordo_errno())))")
     }
     cycle += 1
     slot = newSlot

@@ -223,7 +223,7 @@ struct Connection: ~Copyable {
   var groupRange: String { groupFirst == lastAppended ? "\(groupFirst)" : "\(groupFirst)…\(lastAppended)" }
 
   func error(_ kind: StoreError.Kind, _ problem: String) -> StoreError {
-    StoreError(kind, path: path, message: "state file \(path): \(problem)")
+    .stateFile(path, kind, problem)
   }
 
   /// SQLite's message for the last failure on `db`, with the system error
@@ -279,9 +279,7 @@ struct Connection: ~Copyable {
   // MARK: Opening
 
   static func open(path: String, sync: SyncMode, commitLog: Bool) throws(StoreError) -> Connection {
-    func fail(_ kind: StoreError.Kind, _ problem: String) -> StoreError {
-      StoreError(kind, path: path, message: "state file \(path): \(problem)")
-    }
+    func fail(_ kind: StoreError.Kind, _ problem: String) -> StoreError { .stateFile(path, kind, problem) }
     if path.isEmpty { throw StoreError(.invalidArgument, path: path, message: "state file path is empty") }
     if path.utf8.contains(0) { throw fail(.invalidArgument, "the path contains a NUL byte") }
 
@@ -619,16 +617,23 @@ struct Connection: ~Copyable {
       groupOpen = true
       groupFirst = transaction
     }
+    if let (rc, e) = writeRows(transaction, changes) { try fail(transaction, rc, e) }
+    lastAppended = transaction
+  }
+
+  /// Writes one transaction's rows and the last transaction id into the
+  /// open SQLite transaction; returns SQLite's result and the C errno of
+  /// the first failure, nil when all went in.
+  private func writeRows(_ transaction: UInt64, _ changes: [StoredKeypath]) -> (Int32, Int32)? {
     for c in changes {
       let (rc, e) = bindAndStep(c)
-      if rc != SQLITE_DONE { try fail(transaction, rc, e) }
+      if rc != SQLITE_DONE { return (rc, e) }
     }
     sqlite3_bind_int64(setLast, 1, Int64(transaction))
     let rc = sqlite3_step(setLast)
     let e = ordo_errno()
     sqlite3_reset(setLast)
-    if rc != SQLITE_DONE { try fail(transaction, rc, e) }
-    lastAppended = transaction
+    return rc == SQLITE_DONE ? nil : (rc, e)
   }
 
   /// Drops the group after a failed write and throws the reason.
@@ -740,7 +745,7 @@ struct Connection: ~Copyable {
   /// state or skips a transaction. Without `keep` the log is closed again
   /// (an open without a commit log, after one with).
   mutating func openLog(_ state: StoredState, keep: Bool) throws(StoreError) -> Bool {
-    let opened = try CommitLog.open(path: path + "-log", epoch: state.epoch, roomy: keep && roomy) { error($0, $1) }
+    let opened = try CommitLog.open(statePath: path, epoch: state.epoch, roomy: keep && roomy)
     var kept = false
     defer {
       // Refused (nothing written to it), or without the log from now on
@@ -750,26 +755,17 @@ struct Connection: ~Copyable {
         log = nil
       }
     }
-    let last = state.lastTransaction
-    let todo = opened.records.filter { $0.transaction > last }
+    var todo = opened.records.filter { $0.transaction > state.lastTransaction }
     if opened.otherEpoch {
       // A log left from a state file that was removed: only a new
-      // database may ignore it.
+      // database may leave it behind.
       if !todo.isEmpty && !created {
         throw error(
           .corrupt,
           "is damaged: the commit log \(opened.log.path) belongs to another state (another epoch) and holds transactions the database lacks; refusing to use it"
         )
       }
-      try opened.log.reset(epoch: CommitLog.fnv(CommitLog.fnvBasis, Array(state.epoch.utf8))) { error($0, $1) }
-      log = opened.log
-      kept = keep
-      return false
-    }
-    guard !todo.isEmpty else {
-      log = opened.log
-      kept = keep
-      return false
+      todo = []
     }
     for r in todo {
       do {
@@ -784,12 +780,16 @@ struct Connection: ~Copyable {
       }
       lastAppended = r.transaction
     }
-    lastSynced = lastAppended
-    unapplied = todo
     log = opened.log
-    try applyLog(durably: true)
+    if opened.otherEpoch {
+      try opened.log.reset(epoch: state.epoch)
+    } else if !todo.isEmpty {
+      lastSynced = lastAppended
+      unapplied = todo
+      try applyLog(durably: true)
+    }
     kept = keep
-    return true
+    return !todo.isEmpty
   }
 
   /// Writes the durable transactions of the log into the database (one
@@ -801,11 +801,11 @@ struct Connection: ~Copyable {
     let synced = lastSynced
     let ready = unapplied.prefix { $0.transaction <= synced }
     if !ready.isEmpty {
-      let first = ready.first!.transaction, last = ready.last!.transaction
-      let range = first == last ? "\(first)" : "\(first)…\(last)"
       func fail(_ rc: Int32, _ e: Int32) -> StoreError {
         let why = reason(rc, osErrno: e)
         if sqlite3_get_autocommit(db) == 0 { sqlite3_exec(db, "ROLLBACK", nil, nil, nil) }
+        let first = ready.first!.transaction, last = ready.last!.transaction
+        let range = first == last ? "\(first)" : "\(first)…\(last)"
         return error(
           .storage,
           "cannot write transactions \(range) from the commit log into the database: \(why); they stay durable in the commit log")
@@ -813,16 +813,8 @@ struct Connection: ~Copyable {
       var (rc, e) = step(begin)
       if rc != SQLITE_OK { throw fail(rc, e) }
       for r in ready {
-        for c in r.changes {
-          (rc, e) = bindAndStep(c)
-          if rc != SQLITE_DONE { throw fail(rc, e) }
-        }
+        if let (rc, e) = writeRows(r.transaction, r.changes) { throw fail(rc, e) }
       }
-      sqlite3_bind_int64(setLast, 1, Int64(last))
-      rc = sqlite3_step(setLast)
-      e = ordo_errno()
-      sqlite3_reset(setLast)
-      if rc != SQLITE_DONE { throw fail(rc, e) }
       (rc, e) = step(commitGroup)
       if rc != SQLITE_OK { throw fail(rc, e) }
       unapplied.removeFirst(ready.count)
@@ -837,7 +829,7 @@ struct Connection: ~Copyable {
     if rc != SQLITE_OK {
       throw error(.storage, "cannot sync the WAL before starting the commit log anew: \(reason(rc, osErrno: ordo_errno()))")
     }
-    try log.reset { error($0, $1) }
+    try log.reset()
   }
 
   // MARK: SQL helpers

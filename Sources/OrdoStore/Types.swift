@@ -103,4 +103,10 @@ public struct StoreError: Error, Equatable, Sendable, CustomStringConvertible {
   }
 
   public var description: String { message }
+
+  /// The error of a problem with the state file at `path`: the message is
+  /// "state file PATH: PROBLEM".
+  static func stateFile(_ path: String, _ kind: Kind, _ problem: String) -> StoreError {
+    StoreError(kind, path: path, message: "state file \(path): \(problem)")
+  }
 }
