@@ -213,6 +213,53 @@ import Glibc
     again.close()
   }
 
+  /// The database cannot take what the log holds (a full disk: a small
+  /// record still fits in the log's last page, the WAL must grow): nothing
+  /// is lost. `applyLog()` says so, `sync()` goes on making commits durable,
+  /// and once space is back an attach has every one of them.
+  @Test func aDatabaseThatCannotTakeTheLogLosesNothing() throws {
+    try #require(canMount, "mounting a tmpfs needs root")
+    let dir = TempDir()
+    defer { dir.remove() }
+    #expect(run(["/bin/mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", dir.path]) == 0)
+    defer { run(["/bin/umount", dir.path]) }
+    let path = dir.file("state.ordo"), filler = dir.file("filler")
+    let bus = Bus()
+    let durable = try DurableState.attach(bus: bus, path: path)
+    try bus.transaction { try bus.set("a.n0", .int64(0)) }
+    #expect(try durable.sync() == 1)
+    try durable.applyLog()
+    let fd = open(filler, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+    let block = [UInt8](repeating: 7, count: 4096)
+    while Glibc.write(fd, block, block.count) > 0 {}
+    close(fd)
+    var refused: StoreError?
+    var t: Int64 = 1
+    while refused == nil && t <= 20 {
+      try bus.transaction { try bus.set("a.n\(t)", .int64(t)) }
+      #expect(try durable.sync() == UInt64(t + 1), "transaction \(t + 1) is durable in the log")
+      do {
+        try durable.applyLog()
+      } catch {
+        refused = error
+      }
+      t += 1
+    }
+    let e = try #require(refused, "the database took every transaction on a full disk")
+    #expect(e.kind == .storage && e.message.contains("stay durable in the commit log"), "\(e.message)")
+    try bus.transaction { try bus.set("b.after", .string("x")) }
+    let last = try durable.sync()
+    #expect(last == UInt64(t + 1))
+    let before = try BusState(bus)
+    durable.close()
+    unlink(filler)
+    let again = Bus()
+    let reopened = try DurableState.attach(bus: again, path: path)
+    #expect(try BusState(again) == before)
+    #expect(again.transactionID == last)
+    reopened.close()
+  }
+
   @Test func aDamagedLogHeaderIsRefused() throws {
     let dir = TempDir()
     defer { dir.remove() }
