@@ -87,9 +87,9 @@ final class CommitLog {
   struct Opened {
     let log: CommitLog
     /// The records of the current cycle, in order.
-    var records: [LoggedTransaction]
+    let records: [LoggedTransaction]
     /// Whether the header names another epoch than `epoch`.
-    var otherEpoch: Bool
+    let otherEpoch: Bool
   }
 
   /// The hash of an epoch that a header names.
