@@ -286,18 +286,9 @@ func randomHistory(_ bus: Bus, _ durable: DurableState, seed: UInt64, transactio
   /// back both go on.
   @Test func diskFull() throws {
     try #require(canMount, "mounting a tmpfs needs root (the file-size limit test covers this case otherwise)")
-    let dir = TempDir()
-    defer { dir.remove() }
-    #expect(run(["/bin/mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", dir.path]) == 0)
-    defer { run(["/bin/umount", dir.path]) }
-    let path = dir.file("state.ordo")
-    let filler = dir.file("filler")
-    func fill() {
-      let fd = open(filler, O_WRONLY | O_CREAT | O_APPEND, 0o600)
-      let block = [UInt8](repeating: 7, count: 4096)
-      while write(fd, block, block.count) > 0 {}
-      close(fd)
-    }
+    let disk = SmallDisk(size: "1m")
+    defer { disk.remove() }
+    let path = disk.file("state.ordo")
     let big = Value.bytes((0..<131_072).map { UInt8(truncatingIfNeeded: $0) })
 
     let bus = Bus()
@@ -306,7 +297,7 @@ func randomHistory(_ bus: Bus, _ durable: DurableState, seed: UInt64, transactio
     var durable = try DurableState.attach(bus: bus, path: path, mode: .eachCommit)
     for i in 1...3 { try bus.transaction { try bus.set("small.n\(i)", .int64(Int64(i))) } }
     let before = try BusState(bus)
-    fill()
+    disk.fill()
     do {
       try bus.transaction { try bus.set("big.blob", big) }
       Issue.record("a 128 KiB value was stored on a full disk")
@@ -318,7 +309,7 @@ func randomHistory(_ bus: Bus, _ durable: DurableState, seed: UInt64, transactio
     #expect(try bus.value("big.blob") == nil && bus.counter("big.blob") == 0)
     #expect(durable.lastDurableTransaction == 3)
     // The service keeps working once space is back.
-    unlink(filler)
+    disk.free()
     #expect(try bus.transaction { try bus.set("big.blob", big) } == 4)
     #expect(durable.lastDurableTransaction == 4)
     let before4 = try BusState(bus)
@@ -334,7 +325,7 @@ func randomHistory(_ bus: Bus, _ durable: DurableState, seed: UInt64, transactio
     try bus.transaction { try bus.set("small.n1", .string("five")) }
     #expect(try durable.sync() == 5)
     let atFive = try BusState(bus)
-    fill()
+    disk.fill()
     try bus.transaction { try bus.set("big.two", big) }
     try bus.transaction {
       try bus.set("big.three", big)
@@ -352,7 +343,7 @@ func randomHistory(_ bus: Bus, _ durable: DurableState, seed: UInt64, transactio
     }
     #expect(try BusState(bus) == atFive)
     #expect(durable.lastDurableTransaction == 5 && durable.lastCommittedTransaction == 5)
-    unlink(filler)
+    disk.free()
     #expect(try bus.transaction { try bus.set("big.two", big) } == 6)
     #expect(try durable.sync() == 6)
     let final = try BusState(bus)

@@ -219,20 +219,15 @@ import Glibc
   /// and once space is back an attach has every one of them.
   @Test func aDatabaseThatCannotTakeTheLogLosesNothing() throws {
     try #require(canMount, "mounting a tmpfs needs root")
-    let dir = TempDir()
-    defer { dir.remove() }
-    #expect(run(["/bin/mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", dir.path]) == 0)
-    defer { run(["/bin/umount", dir.path]) }
-    let path = dir.file("state.ordo"), filler = dir.file("filler")
+    let disk = SmallDisk(size: "1m")
+    defer { disk.remove() }
+    let path = disk.file("state.ordo")
     let bus = Bus()
     let durable = try DurableState.attach(bus: bus, path: path)
     try bus.transaction { try bus.set("a.n0", .int64(0)) }
     #expect(try durable.sync() == 1)
     try durable.applyLog()
-    let fd = open(filler, O_WRONLY | O_CREAT | O_APPEND, 0o600)
-    let block = [UInt8](repeating: 7, count: 4096)
-    while Glibc.write(fd, block, block.count) > 0 {}
-    close(fd)
+    disk.fill()
     var refused: StoreError?
     var t: Int64 = 1
     while refused == nil && t <= 20 {
@@ -252,7 +247,7 @@ import Glibc
     #expect(last == UInt64(t + 1))
     let before = try BusState(bus)
     durable.close()
-    unlink(filler)
+    disk.free()
     let again = Bus()
     let reopened = try DurableState.attach(bus: again, path: path)
     #expect(try BusState(again) == before)

@@ -56,21 +56,15 @@ import Glibc
   /// back the next sync succeeds.
   @Test func diskFull() throws {
     try #require(canMount, "mounting a tmpfs needs root (the file-size limit test covers this case otherwise)")
-    let dir = TempDir()
-    defer { dir.remove() }
-    #expect(run(["/bin/mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", dir.path]) == 0)
-    defer { run(["/bin/umount", dir.path]) }
-    let path = dir.file("state.ordo")
+    let disk = SmallDisk(size: "512k")
+    defer { disk.remove() }
+    let path = disk.file("state.ordo")
     let f = try StateFile.open(path: path)
     for t in UInt64(1)...5 { try f.append(transaction: t, changes: [kp("small.n\(t)", .int64(Int64(t)), 1, t)]) }
     try f.sync()
     let synced = try f.load()
     // Fill what is left.
-    let filler = dir.file("filler")
-    let fd = open(filler, O_WRONLY | O_CREAT, 0o600)
-    let block = [UInt8](repeating: 7, count: 4096)
-    while write(fd, block, block.count) > 0 {}
-    close(fd)
+    disk.fill()
     let big = kp("big.blob", .bytes((0..<131_072).map { UInt8(truncatingIfNeeded: $0) }), 1, 6)
     expectStoreError(.storage, [path, "transaction", "full"]) {
       try f.append(transaction: 6, changes: [big])
@@ -79,7 +73,7 @@ import Glibc
     #expect(f.lastSyncedTransaction == 5 && f.lastAppendedTransaction == 5)
     #expect(try f.load() == synced)
     // Space is back: the same transaction is stored.
-    unlink(filler)
+    disk.free()
     try f.append(transaction: 6, changes: [big])
     #expect(try f.sync() == 6)
     f.close()

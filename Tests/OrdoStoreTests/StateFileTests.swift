@@ -328,11 +328,9 @@ func makeState(_ path: String, _ n: UInt64) throws {
   /// free the WAL is not grown.
   @Test func noWALPreallocationOnASmallFileSystem() throws {
     try #require(canMount, "mounting a tmpfs needs root")
-    let dir = TempDir()
-    defer { dir.remove() }
-    #expect(run(["/bin/mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", dir.path]) == 0)
-    defer { run(["/bin/umount", dir.path]) }
-    let path = dir.file("state.ordo")
+    let disk = SmallDisk(size: "32m")
+    defer { disk.remove() }
+    let path = disk.file("state.ordo")
     let f = try StateFile.open(path: path)
     var st = stat()
     #expect(stat(path + "-wal", &st) == 0 && st.st_size < 1 << 20, "WAL of \(st.st_size) bytes")

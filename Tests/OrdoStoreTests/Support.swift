@@ -149,6 +149,34 @@ func expectRefused(
   }
 }
 
+/// A temporary directory with a tmpfs of `size` (e.g. "1m") mounted on it
+/// (needs `canMount`): `fill()` takes all the space left, `free()` gives
+/// it back, `remove()` unmounts and removes the directory.
+struct SmallDisk {
+  let dir = TempDir()
+  var path: String { dir.path }
+
+  init(size: String) {
+    #expect(run(["/bin/mount", "-t", "tmpfs", "-o", "size=\(size)", "tmpfs", dir.path]) == 0)
+  }
+
+  func file(_ name: String) -> String { dir.file(name) }
+
+  func fill() {
+    let fd = open(file("filler"), O_WRONLY | O_CREAT | O_APPEND, 0o600)
+    let block = [UInt8](repeating: 7, count: 4096)
+    while write(fd, block, block.count) > 0 {}
+    close(fd)
+  }
+
+  func free() { unlink(file("filler")) }
+
+  func remove() {
+    run(["/bin/umount", dir.path])
+    dir.remove()
+  }
+}
+
 /// Whether this process may mount file systems (root in a namespace that
 /// allows it); checked by mounting a tmpfs once.
 let canMount: Bool = {
