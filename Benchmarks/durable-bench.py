@@ -19,13 +19,16 @@ than composed from parts (the tightest bound measured here: it includes
 the idle gaps and wakeups around each sync), the durable floor: the same
 trivial service made durable the simplest way (the Commits of one socket
 read share one 4 KiB write + fdatasync in place before their Notify and
-reply go out), right after the durable ordod. Prints a table with ratios to dconf and writes JSON.
+reply go out). dconf, the durable ordod and the durable floor run a round
+each in turn (ROUNDS times), so that the machine's drift weighs on all
+three alike. Prints a table with ratios to dconf and writes JSON.
 
 usage: durable-bench.py BENCH ORDOD SCRATCH_DIR JSON_OUT [ROUNDS]
 """
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 
@@ -69,16 +72,45 @@ def quantile(xs, q):
 mem_samples = os.path.join(scratch, "durable-bench-memory-latencies.txt")
 floor_samples = os.path.join(scratch, "durable-bench-floor-latencies.txt")
 sync_samples = [os.path.join(scratch, f"durable-bench-sync-{i}.txt") for i in (1, 2)]
+
+
+def interleaved(specs, n):
+    """Runs the targets of `specs` (name -> (dconf-bench arguments, ordod
+    state arguments)) one round each, in turn, `n` times, so that the
+    machine's speed, which drifts from one minute to the next on these
+    VMs, weighs on each of them alike. Returns each target's figures as
+    dconf-bench gives them for `n` rounds: a rate is the median of the
+    rounds', a latency quantile is taken over every round's writes."""
+    runs = {name: [] for name in specs}
+    lat = {name: [] for name in specs}
+    path = os.path.join(scratch, "durable-bench-round-latencies.txt")
+    for _ in range(n):
+        for name, (args, state_args) in specs.items():
+            runs[name].append(run(*args, "--rounds", "1", state_args=state_args, samples=path))
+            lat[name] += read_samples(path)
+    figures = {}
+    for name, rs in runs.items():
+        f = {k: (round(statistics.median(r[k] for r in rs), 1) if isinstance(v, (int, float)) else v)
+             for k, v in rs[0].items()}
+        f["rounds"] = n
+        f["latency_p50_us"] = round(quantile(lat[name], 0.5), 1)
+        f["latency_p99_us"] = round(quantile(lat[name], 0.99), 1)
+        f["interleaved"] = list(specs)
+        figures[name] = f
+    return figures
+
+
 load_before = os.getloadavg()
-targets = {"dconf": run("--target", "dconf", "--rounds", rounds)}
 sync_runs = [run("--target", "sync", "--rounds", rounds, samples=sync_samples[0])]
-targets["ordod --state"] = run("--target", "ordod", "--rounds", rounds, state_args=("--state", state))
-# Right after it, the durable floor: the bus daemon's floor service with a
-# sync of its own per socket read, before its messages (the bound of any
-# durable service behind this dbus-daemon, its idle gaps and wakeups
-# included, which the composed floors below leave out).
+# dconf, the durable ordod and the durable floor (the bus daemon's floor
+# service with a sync of its own per socket read, before its messages: the
+# bound of any durable service behind this dbus-daemon, its idle gaps and
+# wakeups included, which the composed floors below leave out), a round
+# of each in turn: their ratios are the targets.
 DURABLE_FLOOR = "durable floor"
-targets[DURABLE_FLOOR] = run("--target", "durable-floor", "--rounds", rounds)
+targets = interleaved({"dconf": (("--target", "dconf"), ()),
+                       "ordod --state": (("--target", "ordod"), ("--state", state)),
+                       DURABLE_FLOOR: (("--target", "durable-floor"), ())}, int(rounds))
 memory = run("--target", "ordod", "--rounds", rounds, samples=mem_samples)
 # The bus daemon's floor right after the in-memory ordod: the trivial
 # service sending ordod's messages (Notify, then the reply) and nothing else.
@@ -215,7 +247,7 @@ report["sync_floor"]["durable_floor_ratios_to_dconf"] = df
 report["sync_floor"]["ordod_state_share_of_durable_floor"] = dshare
 report["sync_floor"]["ten_x_reachable_durable_floor"] = df["write_wait_writes_per_s"] >= 10 and df["latency_p99_us"] >= 10
 print(f"'{DURABLE_FLOOR}' = the bus daemon's floor service made durable (one 4 KiB write + fdatasync per socket read, "
-      f"before its messages), measured right after ordod --state: {df['write_wait_writes_per_s']:.2f}× dconf in "
+      f"before its messages), measured in turn with dconf and ordod --state: {df['write_wait_writes_per_s']:.2f}× dconf in "
       f"write-and-wait, {df['latency_p99_us']:.2f}× in p99; ordod --state is at {dshare['write_wait_writes_per_s']:.2f}× "
       f"its writes/s, {dshare['latency_p50_us']:.2f}× / {dshare['latency_p99_us']:.2f}× its p50 / p99 latency, "
       f"{dshare['burst_visible_writes_per_s']:.2f}× its burst")

@@ -7,7 +7,8 @@
 #                      DurableState (each-commit and grouped modes)
 #   make bench-dconf   builds Benchmarks/c/dconf-bench.c (installs
 #                      dconf-service and libdconf-dev) and runs
-#                      Benchmarks/durable-bench.py: dconf, ordod --state,
+#                      Benchmarks/durable-bench.py: dconf, ordod --state
+#                      and the durable floor (a round of each in turn),
 #                      ordod --state --sync normal and the in-memory ordod,
 #                      the bus daemon's floor (a trivial service sending
 #                      ordod's Notify and reply: write-and-wait, latency,
