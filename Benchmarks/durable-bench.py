@@ -38,9 +38,11 @@ scratch = os.path.abspath(scratch)
 state = os.path.join(scratch, "durable-bench-state.ordo")
 
 
-def run(*args, state_args=(), samples=None):
+def run(*args, state_args=(), samples=None, fresh=True):
+    """One dconf-bench run; its JSON line. `fresh`: from a new state file
+    (otherwise ordod starts from the state the previous run left)."""
     for suffix in ("", "-wal", "-shm", "-log"):
-        if os.path.exists(state + suffix):
+        if fresh and os.path.exists(state + suffix):
             os.unlink(state + suffix)
     cmd = [bench, *args, "--dir", scratch]
     if samples:
@@ -80,13 +82,16 @@ def interleaved(specs, n):
     machine's speed, which drifts from one minute to the next on these
     VMs, weighs on each of them alike. Returns each target's figures as
     dconf-bench gives them for `n` rounds: a rate is the median of the
-    rounds', a latency quantile is taken over every round's writes."""
+    rounds', a latency quantile is taken over every round's writes. A
+    durable ordod starts each later round from the state its last round
+    left (as a restarted ordod does), so that only its first round pays
+    for a new database."""
     runs = {name: [] for name in specs}
     lat = {name: [] for name in specs}
     path = os.path.join(scratch, "durable-bench-round-latencies.txt")
-    for _ in range(n):
+    for i in range(n):
         for name, (args, state_args) in specs.items():
-            runs[name].append(run(*args, "--rounds", "1", state_args=state_args, samples=path))
+            runs[name].append(run(*args, "--rounds", "1", state_args=state_args, samples=path, fresh=i == 0))
             lat[name] += read_samples(path)
     figures = {}
     for name, rs in runs.items():
