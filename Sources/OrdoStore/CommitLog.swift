@@ -104,12 +104,13 @@ final class CommitLog {
     let name = "the commit log \(path)"
     let fd = ordo_open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
     if fd < 0 { throw fail(.storage, "cannot open \(name): \(String(cString: strerror(ordo_errno())))") }
-    var st = stat()
-    if fstat(fd, &st) != 0 {
-      let e = ordo_errno()
+    /// Closes the log's descriptor and gives the error to throw.
+    func closing(_ kind: StoreError.Kind, _ problem: String) -> StoreError {
       Glibc.close(fd)
-      throw fail(.storage, "cannot read \(name): \(String(cString: strerror(e)))")
+      return fail(kind, problem)
     }
+    var st = stat()
+    if fstat(fd, &st) != 0 { throw closing(.storage, "cannot read \(name): \(String(cString: strerror(ordo_errno())))") }
     let size = Int64(st.st_size)
     let hash = hash(epoch: epoch)
     var headers: [(cycle: UInt64, seed: UInt64, epoch: UInt64, slot: Int)] = []
@@ -117,9 +118,7 @@ final class CommitLog {
     if size >= recordsStart {
       var block = [UInt8](repeating: 0, count: Int(recordsStart))
       if !readFully(fd, &block, at: 0) {
-        let e = ordo_errno()
-        Glibc.close(fd)
-        throw fail(.storage, "cannot read \(name): \(String(cString: strerror(e)))")
+        throw closing(.storage, "cannot read \(name): \(String(cString: strerror(ordo_errno())))")
       }
       sawBytes = block[0..<(2 * slotSize)].contains { $0 != 0 }
       for s in 0..<2 {
@@ -132,8 +131,7 @@ final class CommitLog {
     }
     if headers.isEmpty {
       if sawBytes {
-        Glibc.close(fd)
-        throw fail(.corrupt, "is damaged: \(name) has no valid header (not an Ordo commit log, or damaged); refusing to use it")
+        throw closing(.corrupt, "is damaged: \(name) has no valid header (not an Ordo commit log, or damaged); refusing to use it")
       }
       // A new log (or one that was never given a header).
       let log = CommitLog(statePath: statePath, fd: fd, cycle: 0, slot: 1, seed: 0, epochHash: hash, end: recordsStart, chain: 0)
@@ -196,21 +194,22 @@ final class CommitLog {
 
   // MARK: Writing
 
-  /// Adds one transaction's record to the pending group.
+  /// Adds one transaction's record to the pending group, encoded in place
+  /// (its length and checksum filled in once the changes are there).
   func add(transaction: UInt64, changes: [StoredKeypath]) {
-    var body: [UInt8] = []
-    CommitLog.encode(changes, into: &body)
+    let start = pending.count
+    put32(&pending, 0)
+    put32(&pending, 0)
+    put64(&pending, transaction)
+    put64(&pending, 0)
+    let body = pending.count
+    CommitLog.encode(changes, into: &pending)
+    let length = pending.count - body
     // What StateFile.validate measures is what is written (debug builds).
-    assert(body.count == CommitLog.recordSize(changes), "CommitLog.recordSize disagrees with encode")
-    var head: [UInt8] = []
-    head.reserveCapacity(CommitLog.recordHeader)
-    put32(&head, UInt32(body.count))
-    put32(&head, 0)
-    put64(&head, transaction)
-    let sum = CommitLog.fnv(CommitLog.fnv(pendingChain, head), body)
-    put64(&head, sum)
-    pending.append(contentsOf: head)
-    pending.append(contentsOf: body)
+    assert(length == CommitLog.recordSize(changes), "CommitLog.recordSize disagrees with encode")
+    store32(&pending, start, UInt32(length))
+    let sum = CommitLog.fnv(CommitLog.fnv(pendingChain, pending[start..<(start + 16)]), pending[body...])
+    store64(&pending, start + 16, sum)
     while pending.count % 8 != 0 { pending.append(0) }
     pendingChain = sum
   }
@@ -223,22 +222,14 @@ final class CommitLog {
   func write() -> String? {
     guard !pending.isEmpty else { return nil }
     let problem: String? = pending.withUnsafeBytes { b -> String? in
-      var done = 0
-      while done < b.count {
-        let n = pwrite(fd, b.baseAddress! + done, b.count - done, off_t(end) + off_t(done))
-        if n < 0 {
-          let e = ordo_errno()
-          if e == EINTR { continue }
-          return String(cString: strerror(e)) + (e == ENOSPC ? " (the disk is full)" : "")
-        }
-        if n == 0 { return "no space written" }
-        done += n
+      if let e = CommitLog.writeFully(fd, b, at: end) {
+        return String(cString: strerror(e)) + (e == ENOSPC ? " (the disk is full)" : "")
       }
       return fdatasync(fd) == 0 ? nil : String(cString: strerror(ordo_errno()))
     }
     if let problem {
       let zeros = [UInt8](repeating: 0, count: CommitLog.recordHeader)
-      _ = zeros.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(end)) }
+      _ = zeros.withUnsafeBytes { CommitLog.writeFully(fd, $0, at: end) }
       drop()
       return problem
     }
@@ -272,9 +263,10 @@ final class CommitLog {
     put64(&h, newSeed)
     put64(&h, e)
     put64(&h, CommitLog.fnv(CommitLog.fnvBasis, h))
-    let ok = h.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(newSlot * CommitLog.slotSize)) } == h.count
-    if !ok || fdatasync(fd) != 0 {
-      throw .stateFile(statePath, .storage, "cannot write the commit log \(path): \(String(cString: strerror(ordo_errno())))")
+    let failed = h.withUnsafeBytes { CommitLog.writeFully(fd, $0, at: Int64(newSlot * CommitLog.slotSize)) }
+    if failed != nil || fdatasync(fd) != 0 {
+      let e = failed ?? ordo_errno()
+      throw .stateFile(statePath, .storage, "cannot write the commit log \(path): \(String(cString: strerror(e)))")
     }
     cycle += 1
     slot = newSlot
@@ -297,12 +289,11 @@ final class CommitLog {
     var offset = size
     while offset < CommitLog.workingSize {
       let n = Int(min(Int64(zeros.count), CommitLog.workingSize - offset))
-      let w = zeros.withUnsafeBytes { pwrite(fd, $0.baseAddress, n, off_t(offset)) }
-      if w <= 0 {
+      if zeros.withUnsafeBytes({ CommitLog.writeFully(fd, UnsafeRawBufferPointer(rebasing: $0[..<n]), at: offset) }) != nil {
         _ = ftruncate(fd, off_t(size))
         return
       }
-      offset += Int64(w)
+      offset += Int64(n)
     }
     if fdatasync(fd) != 0 { _ = ftruncate(fd, off_t(size)) }
   }
@@ -437,6 +428,26 @@ final class CommitLog {
     return i == b.count ? out : nil
   }
 
+  /// Writes all of `bytes` at `offset`, again after a short write or an
+  /// interrupted one; returns the errno of a failure (`ENOSPC` when the
+  /// system writes nothing), nil when all went.
+  static func writeFully(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64) -> Int32? {
+    var done = 0
+    while done < bytes.count {
+      let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+      if n < 0 {
+        let e = ordo_errno()
+        if e == EINTR { continue }
+        return e
+      }
+      if n == 0 { return ENOSPC }
+      done += n
+    }
+    return nil
+  }
+
+  /// Reads `buf.count` bytes at `offset`; false when the file ends first or
+  /// a read fails.
   static func readFully(_ fd: Int32, _ buf: inout [UInt8], at offset: Int64) -> Bool {
     let want = buf.count
     return buf.withUnsafeMutableBytes { p -> Bool in
@@ -458,6 +469,14 @@ private func put32(_ out: inout [UInt8], _ v: UInt32) {
 
 private func put64(_ out: inout [UInt8], _ v: UInt64) {
   withUnsafeBytes(of: v.littleEndian) { out.append(contentsOf: $0) }
+}
+
+private func store32(_ out: inout [UInt8], _ at: Int, _ v: UInt32) {
+  for k in 0..<4 { out[at + k] = UInt8(truncatingIfNeeded: v >> (8 * k)) }
+}
+
+private func store64(_ out: inout [UInt8], _ at: Int, _ v: UInt64) {
+  for k in 0..<8 { out[at + k] = UInt8(truncatingIfNeeded: v >> (8 * k)) }
 }
 
 private func load32(_ b: [UInt8], _ o: Int) -> UInt32 {
