@@ -192,6 +192,12 @@ func now() -> Double {
   return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
 
+/// Removes a state file and the files SQLite and the commit log keep
+/// beside it.
+func removeStateFiles(_ path: String) {
+  for suffix in ["", "-wal", "-shm", "-log"] { unlink(path + suffix) }
+}
+
 /// N transactions of one keypath each, synced every `group` transactions;
 /// returns transactions per second.
 func rate(_ dir: String, _ sync: SyncMode, _ n: Int, _ group: Int) -> Double {
@@ -213,7 +219,7 @@ func rate(_ dir: String, _ sync: SyncMode, _ n: Int, _ group: Int) -> Double {
   }
   let r = Double(n) / (now() - t0)
   f.close()
-  for suffix in ["", "-wal", "-shm", "-log"] { unlink(path + suffix) }
+  removeStateFiles(path)
   return r
 }
 
@@ -387,7 +393,7 @@ func busFsize(_ path: String) {
 /// sync() in grouped mode (nil: each-commit mode; 0: no durable state).
 func busRate(_ dir: String, _ sync: SyncMode, _ n: Int, _ mode: DurableState.Mode, _ group: Int) -> Double {
   let path = "\(dir)/bus-bench-\(sync.rawValue)-\(mode.rawValue)-\(group).ordo"
-  for suffix in ["", "-wal", "-shm", "-log"] { unlink(path + suffix) }
+  removeStateFiles(path)
   let bus = Bus()
   let durable = group == 0 ? nil : attachOrFail(bus, path, sync, mode)
   let t0 = now()
@@ -405,7 +411,7 @@ func busRate(_ dir: String, _ sync: SyncMode, _ n: Int, _ mode: DurableState.Mod
   }
   let r = Double(n) / (now() - t0)
   durable?.close()
-  for suffix in ["", "-wal", "-shm", "-log"] { unlink(path + suffix) }
+  removeStateFiles(path)
   return r
 }
 
