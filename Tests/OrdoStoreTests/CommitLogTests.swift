@@ -103,6 +103,7 @@ import Glibc
     try f.applyLog()
     #expect(try databaseLast(path) == 60)
     f.close()
+    expectStoreError(.closed, [path, "closed"]) { try f.applyLog() }
   }
 
   @Test func aTornRecordEndsTheLog() throws {
@@ -247,6 +248,8 @@ import Glibc
     #expect(last == UInt64(t + 1))
     let before = try BusState(bus)
     durable.close()
+    // Closed: applying says so and changes nothing.
+    expectStoreError(.closed, [path, "closed"]) { try durable.applyLog() }
     disk.free()
     let again = Bus()
     let reopened = try DurableState.attach(bus: again, path: path)
