@@ -23,6 +23,20 @@ func sql(_ path: String, _ text: String) {
   sqlite3_close(db)
 }
 
+/// The integer a query returns from a database file read directly.
+func sqlInt(_ path: String, _ query: String) -> Int64? {
+  var db: OpaquePointer?
+  guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, nil) == SQLITE_OK else {
+    sqlite3_close(db)
+    return nil
+  }
+  defer { sqlite3_close(db) }
+  var s: OpaquePointer?
+  guard sqlite3_prepare_v2(db, query, -1, &s, nil) == SQLITE_OK else { return nil }
+  defer { sqlite3_finalize(s) }
+  return sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : nil
+}
+
 /// A state file at `path` holding transactions 1…n of the workload.
 func makeState(_ path: String, _ n: UInt64) throws {
   let f = try StateFile.open(path: path)
@@ -307,6 +321,36 @@ func makeState(_ path: String, _ n: UInt64) throws {
     child.kill9()
     #expect(child.wait() == 128 + SIGKILL)
     #expect(try StateFile.open(path: path).load() == kept)
+  }
+
+  /// A new state file has 1 KiB pages (a quarter of what each commit
+  /// writes to the WAL with SQLite's 4 KiB); a file created with 4 KiB
+  /// pages (by an older build) opens, loads and stores as before and
+  /// keeps its page size.
+  @Test func newFilesHaveSmallPagesAndOthersStillOpen() throws {
+    let dir = TempDir()
+    defer { dir.remove() }
+    let path = dir.file("state.ordo")
+    try makeState(path, 30)
+    #expect(StateFile.pageSize == 1024)
+    #expect(sqlInt(path, "PRAGMA page_size") == 1024)
+    let before = try StateFile.open(path: path).load()
+    #expect(before.lastTransaction == 30)
+    // The same state rewritten with SQLite's default page size.
+    sql(path, "PRAGMA journal_mode = DELETE; PRAGMA page_size = 4096; VACUUM; PRAGMA journal_mode = WAL;")
+    #expect(sqlInt(path, "PRAGMA page_size") == 4096)
+    let f = try StateFile.open(path: path)
+    #expect(!f.created)
+    #expect(try f.load() == before)
+    try f.append(transaction: 31, changes: [kp("k.new", .string("after"), 1, 31)])
+    #expect(try f.sync() == 31)
+    f.close()
+    let g = try StateFile.open(path: path)
+    let after = try g.load()
+    #expect(after.lastTransaction == 31 && after.keypaths.count == before.keypaths.count + 1)
+    #expect(after.keypaths.contains(kp("k.new", .string("after"), 1, 31)))
+    g.close()
+    #expect(sqlInt(path, "PRAGMA page_size") == 4096)
   }
 
   /// The WAL's preallocation is best effort: a write of it that fails (a
