@@ -339,8 +339,13 @@ struct Connection: ~Copyable {
     // With the commit log, a group is durable once the log is synced; the
     // database gets it later and is synced when the log starts anew.
     try exec("PRAGMA synchronous = \(sync == .full && !commitLog ? "FULL" : "NORMAL")", problem: "cannot set the sync setting")
-    // Keep the WAL from growing without bound after a large group.
+    // Keep the WAL from growing without bound after a large group, and
+    // checkpoint when it has reached that size, not before.
     try exec("PRAGMA journal_size_limit = \(Connection.walSizeLimit)", problem: "cannot set the WAL size limit")
+    let pageSize = try pragmaInt("page_size", problem: "cannot read")
+    try exec(
+      "PRAGMA wal_autocheckpoint = \(Connection.checkpointFrames(pageSize: pageSize))",
+      problem: "cannot set the checkpoint interval")
     // A read opens the WAL file, which switching a new file to WAL mode
     // leaves for the next transaction.
     _ = try pragmaInt("page_count", problem: "cannot read")
@@ -389,9 +394,20 @@ struct Connection: ~Copyable {
 
   /// The WAL's working size (`journal_size_limit`): SQLite truncates it
   /// back to this after a group that grew it further. Its automatic
-  /// checkpoint, every 1 000 frames (of 1 048 bytes with ``StateFile/pageSize``,
-  /// 4 120 in a file created with 4 KiB pages), restarts it below.
+  /// checkpoint, once ``checkpointFrames(pageSize:)`` frames are in it,
+  /// restarts it below.
   static let walSizeLimit: Int64 = 4 << 20
+
+  /// The frames after which SQLite checkpoints the WAL (`PRAGMA
+  /// wal_autocheckpoint`): as many as fill its working size, less 16 for a
+  /// commit that ends past the mark (a frame is the page and a 24-byte
+  /// header; the WAL starts with a 32-byte one). 3 986 with 1 KiB pages,
+  /// 1 002 with 4 KiB (SQLite's default is 1 000). Each checkpoint stalls
+  /// the thread that commits for a few milliseconds, so fewer of them
+  /// means fewer slow commits (docs/storage.md, "Page size").
+  static func checkpointFrames(pageSize: Int64) -> Int64 {
+    max(100, (walSizeLimit - 32) / (pageSize + 24) - 16)
+  }
 
   /// Whether the file system has room to spare for the WAL's and the
   /// commit log's working sizes (16 times the WAL's).

@@ -298,8 +298,8 @@ func makeState(_ path: String, _ n: UInt64) throws {
     }
     let f = try StateFile.open(path: path)
     #expect(walSize() == 4 << 20)
-    // More commits than fill the WAL up to its automatic checkpoint: it
-    // keeps its size (SQLite restarts it from the start).
+    // Commits keep it at its size (past the automatic checkpoint too, which
+    // restarts it from the start: checkpointsOnceTheWALIsFull).
     for t in UInt64(1)...1_200 {
       try f.append(transaction: t, changes: [kp("k.n\(t % 50)", .int64(Int64(t)), (t + 49) / 50, t)])
       try f.sync()
@@ -351,6 +351,52 @@ func makeState(_ path: String, _ n: UInt64) throws {
     #expect(after.keypaths.contains(kp("k.new", .string("after"), 1, 31)))
     g.close()
     #expect(sqlInt(path, "PRAGMA page_size") == 4096)
+  }
+
+  /// SQLite's automatic checkpoint waits until the WAL has reached its
+  /// working size (3 986 frames of 1 KiB pages), not SQLite's default
+  /// 1 000 frames: the database file is first written after more than
+  /// 1 000 one-keypath commits (at most 3 frames each), and it is written
+  /// by 4 000 (at least one frame each); the WAL keeps its size
+  /// throughout.
+  @Test func checkpointsOnceTheWALIsFull() throws {
+    let dir = TempDir()
+    defer { dir.remove() }
+    let path = dir.file("state.ordo")
+    func bytes(_ p: String) -> [UInt8] {
+      guard let f = fopen(p, "rb") else { return [] }
+      defer { fclose(f) }
+      var out: [UInt8] = []
+      var buf = [UInt8](repeating: 0, count: 65_536)
+      while true {
+        let n = fread(&buf, 1, buf.count, f)
+        if n <= 0 { break }
+        out += buf[0..<n]
+      }
+      return out
+    }
+    func walSize() -> Int64? {
+      var st = stat()
+      return stat(path + "-wal", &st) == 0 ? Int64(st.st_size) : nil
+    }
+    let f = try StateFile.open(path: path)
+    let before = bytes(path)
+    #expect(!before.isEmpty)
+    var firstWrite: UInt64?
+    for t in UInt64(1)...4_000 {
+      try f.append(transaction: t, changes: [kp("k.n\(t % 50)", .int64(Int64(t)), (t + 49) / 50, t)])
+      try f.sync()
+      if t % 250 == 0 { #expect(walSize() == 4 << 20, "after \(t) commits") }
+      if t % 50 == 0, bytes(path) != before {
+        firstWrite = t
+        break
+      }
+    }
+    #expect(firstWrite.map { $0 > 1_000 } == true, "the database was first written after \(firstWrite.map(String.init) ?? "none of the") commits")
+    #expect(walSize() == 4 << 20)
+    let kept = try f.load()
+    f.close()
+    #expect(try StateFile.open(path: path).load() == kept)
   }
 
   /// The WAL's preallocation is best effort: a write of it that fails (a
