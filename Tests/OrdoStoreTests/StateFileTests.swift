@@ -37,6 +37,12 @@ func sqlInt(_ path: String, _ query: String) -> Int64? {
   return sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : nil
 }
 
+/// The size of the WAL of the state file at `path` (nil when it has none).
+func sizeOfWAL(_ path: String) -> Int64? {
+  var st = stat()
+  return stat(path + "-wal", &st) == 0 ? Int64(st.st_size) : nil
+}
+
 /// A state file at `path` holding transactions 1…n of the workload.
 func makeState(_ path: String, _ n: UInt64) throws {
   let f = try StateFile.open(path: path)
@@ -292,10 +298,7 @@ func makeState(_ path: String, _ n: UInt64) throws {
     let dir = TempDir()
     defer { dir.remove() }
     let path = dir.file("state.ordo")
-    func walSize() -> Int64? {
-      var st = stat()
-      return stat(path + "-wal", &st) == 0 ? Int64(st.st_size) : nil
-    }
+    func walSize() -> Int64? { sizeOfWAL(path) }
     let f = try StateFile.open(path: path)
     #expect(walSize() == 4 << 20)
     // Commits keep it at its size (past the automatic checkpoint too, which
@@ -363,31 +366,16 @@ func makeState(_ path: String, _ n: UInt64) throws {
     let dir = TempDir()
     defer { dir.remove() }
     let path = dir.file("state.ordo")
-    func bytes(_ p: String) -> [UInt8] {
-      guard let f = fopen(p, "rb") else { return [] }
-      defer { fclose(f) }
-      var out: [UInt8] = []
-      var buf = [UInt8](repeating: 0, count: 65_536)
-      while true {
-        let n = fread(&buf, 1, buf.count, f)
-        if n <= 0 { break }
-        out += buf[0..<n]
-      }
-      return out
-    }
-    func walSize() -> Int64? {
-      var st = stat()
-      return stat(path + "-wal", &st) == 0 ? Int64(st.st_size) : nil
-    }
+    func walSize() -> Int64? { sizeOfWAL(path) }
     let f = try StateFile.open(path: path)
-    let before = bytes(path)
-    #expect(!before.isEmpty)
+    let before = contents(path)
+    #expect(before.map { !$0.isEmpty } == true)
     var firstWrite: UInt64?
     for t in UInt64(1)...4_000 {
       try f.append(transaction: t, changes: [kp("k.n\(t % 50)", .int64(Int64(t)), (t + 49) / 50, t)])
       try f.sync()
       if t % 250 == 0 { #expect(walSize() == 4 << 20, "after \(t) commits") }
-      if t % 50 == 0, bytes(path) != before {
+      if t % 50 == 0, contents(path) != before {
         firstWrite = t
         break
       }
