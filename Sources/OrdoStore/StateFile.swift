@@ -402,7 +402,8 @@ struct Connection: ~Copyable {
   /// wal_autocheckpoint`): as many as fill its working size, less 16 for a
   /// commit that ends past the mark (a frame is the page and a 24-byte
   /// header; the WAL starts with a 32-byte one). 3 986 with 1 KiB pages,
-  /// 1 002 with 4 KiB (SQLite's default is 1 000). Each checkpoint stalls
+  /// 1 002 with 4 KiB (SQLite's default is 1 000); never fewer than 100
+  /// (pages of 32 KiB and more then outgrow it). Each checkpoint stalls
   /// the thread that commits for a few milliseconds, so fewer of them
   /// means fewer slow commits (docs/storage.md, "Page size").
   static func checkpointFrames(pageSize: Int64) -> Int64 {
