@@ -1129,8 +1129,9 @@ class _Batch:
 class MergingWriter:
     """Client-side merging of writes, like dconf's ``dconf_client_write_fast``
     (docs/dbus.md "Merging writes"). At most one ``Commit`` of this writer is
-    in flight: a write issued while none is goes out at once (from the
-    writer's sending thread) as its own ``Commit``; the writes issued while
+    in flight: a write issued while none is goes out at once, from the
+    writer's sending thread, as soon as that thread runs (writes issued
+    before it runs join that ``Commit``); the writes issued while
     one is in flight are merged into one pending batch, sent as a single
     ``Commit`` when the reply arrives. A burst of N writes takes a few
     ``Commit`` s, not N.
