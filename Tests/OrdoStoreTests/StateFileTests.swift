@@ -335,8 +335,7 @@ func makeState(_ path: String, _ n: UInt64) throws {
     defer { dir.remove() }
     let path = dir.file("state.ordo")
     try makeState(path, 30)
-    #expect(StateFile.pageSize == 1024)
-    #expect(sqlInt(path, "PRAGMA page_size") == 1024)
+    #expect(sqlInt(path, "PRAGMA page_size") == Int64(StateFile.pageSize))
     let before = try StateFile.open(path: path).load()
     #expect(before.lastTransaction == 30)
     // The same state rewritten with SQLite's default page size.
