@@ -36,6 +36,12 @@ struct LoggedTransaction: Sendable {
 /// at 4 096, overwriting the old ones in place. The file is written to its
 /// working size when it is made, so that a sync rewrites allocated blocks
 /// (as the WAL, `StateFile.preallocateWAL`).
+///
+/// A group is written as the whole 4 KiB pages it touches: the bytes of
+/// the current page before it (kept in memory), its records, zeros to the
+/// next page boundary. A write of part of a page that is not in the page
+/// cache makes the kernel read that page from the disk first, inside the
+/// `pwrite` of a `Commit` that waits; written whole, a page is never read.
 final class CommitLog {
   static let slotSize = 512
   static let recordsStart: Int64 = 4096
@@ -66,6 +72,12 @@ final class CommitLog {
   /// Records added since the last `write()`.
   private var pending: [UInt8] = []
   private var pendingChain: UInt64
+  /// The bytes of the page `end` is in, from the page's start to `end`
+  /// (what a write puts back before the group's records).
+  private var page: [UInt8] = []
+  /// The buffer a write assembles its pages in (kept between writes).
+  private var pages: [UInt8] = []
+  static let pageSize = 4096
 
   var hasPending: Bool { !pending.isEmpty }
   var needsReset: Bool { end >= CommitLog.resetAt }
@@ -189,6 +201,11 @@ final class CommitLog {
     end = offset
     chain = c
     pendingChain = c
+    page = [UInt8](repeating: 0, count: Int(end % Int64(CommitLog.pageSize)))
+    if !page.isEmpty && !CommitLog.readFully(fd, &page, at: end - Int64(page.count)) {
+      throw .stateFile(
+        statePath, .storage, "cannot read the commit log \(path): \(String(cString: strerror(ordo_errno())))")
+    }
     return out
   }
 
@@ -214,29 +231,46 @@ final class CommitLog {
     pendingChain = sum
   }
 
-  /// Makes the pending group durable: one `pwrite` at `end`, one
-  /// `fdatasync`. Returns the system's reason when that fails: then the
-  /// group is dropped, and the start of what was written is zeroed (best
+  /// Makes the pending group durable: one `pwrite` of the whole pages it
+  /// touches (from the start of `end`'s page: the bytes before `end`, the
+  /// records, zeros to the next page boundary), one `fdatasync`. Returns
+  /// the system's reason when that fails: then the group is dropped, and
+  /// what was written is zeroed from `end` to the page boundary (best
   /// effort) so that a later scan cannot take records the caller was told
   /// are lost; the next group goes to the same place.
   func write() -> String? {
     guard !pending.isEmpty else { return nil }
-    let problem: String? = pending.withUnsafeBytes { b -> String? in
-      if let e = CommitLog.writeFully(fd, b, at: end) {
+    let start = end - Int64(page.count)
+    assemble(with: pending)
+    let problem: String? = pages.withUnsafeBytes { b -> String? in
+      if let e = CommitLog.writeFully(fd, b, at: start) {
         return String(cString: strerror(e)) + (e == ENOSPC ? " (the disk is full)" : "")
       }
       return fdatasync(fd) == 0 ? nil : String(cString: strerror(ordo_errno()))
     }
     if let problem {
-      let zeros = [UInt8](repeating: 0, count: CommitLog.recordHeader)
-      _ = zeros.withUnsafeBytes { CommitLog.writeFully(fd, $0, at: end) }
+      assemble(with: [])
+      _ = pages.withUnsafeBytes { CommitLog.writeFully(fd, $0, at: start) }
       drop()
       return problem
     }
+    let written = page.count + pending.count
     end += Int64(pending.count)
     chain = pendingChain
+    page.removeAll(keepingCapacity: true)
+    page.append(contentsOf: pages[(written / CommitLog.pageSize * CommitLog.pageSize)..<written])
     pending.removeAll(keepingCapacity: true)
     return nil
+  }
+
+  /// `pages` = the current page's bytes before `end`, then `records`, then
+  /// zeros to a page boundary (at least one page).
+  private func assemble(with records: [UInt8]) {
+    pages.removeAll(keepingCapacity: true)
+    pages.append(contentsOf: page)
+    pages.append(contentsOf: records)
+    let size = max(CommitLog.pageSize, (pages.count + CommitLog.pageSize - 1) / CommitLog.pageSize * CommitLog.pageSize)
+    pages.append(contentsOf: repeatElement(0, count: size - pages.count))
   }
 
   /// Drops the pending group.
@@ -275,6 +309,7 @@ final class CommitLog {
     end = CommitLog.recordsStart
     chain = newSeed
     pendingChain = newSeed
+    page.removeAll(keepingCapacity: true)
   }
 
   func close() {

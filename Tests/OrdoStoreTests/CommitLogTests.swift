@@ -106,6 +106,58 @@ import Glibc
     expectStoreError(.closed, [path, "closed"]) { try f.applyLog() }
   }
 
+  /// Bytes this thread had read from the disk (`read_bytes` of
+  /// /proc/thread-self/io: reads the page cache did not serve).
+  func diskReads() -> Int64? {
+    guard let text = contents("/proc/thread-self/io").map({ String(decoding: $0, as: UTF8.self) }) else { return nil }
+    for line in text.split(separator: "\n") where line.hasPrefix("read_bytes: ") {
+      return Int64(line.dropFirst("read_bytes: ".count))
+    }
+    return nil
+  }
+
+  /// Drops the file's pages from the page cache; returns how many of its
+  /// first `pages` pages are still there.
+  func evict(_ path: String, pages: Int) -> Int {
+    let fd = open(path, O_RDONLY)
+    defer { close(fd) }
+    _ = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
+    guard let map = mmap(nil, pages * 4096, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED else { return -1 }
+    defer { munmap(map, pages * 4096) }
+    var resident = [UInt8](repeating: 0, count: pages)
+    guard mincore(map, pages * 4096, &resident) == 0 else { return -1 }
+    return resident.filter { $0 & 1 != 0 }.count
+  }
+
+  @Test func aGroupIsWrittenAsWholePagesSoNoPageIsReadFirst() throws {
+    let dir = TempDir()
+    defer { dir.remove() }
+    let (path, f) = try loggedState(in: dir, 1...3)
+    defer { f.close() }
+    // The next record goes into the middle of the first record page, whose
+    // bytes are on disk only: written in part, the kernel would read it.
+    #expect(evict(path + "-log", pages: 3) == 0, "the log's pages left the page cache")
+    let before = try #require(diskReads())
+    try f.append(transaction: 4, changes: [kp("k.page", .int64(4), 1, 4)])
+    try f.sync()
+    #expect(try #require(diskReads()) == before, "a commit read a page of the log before writing it")
+    // A group that crosses into the next page, the same.
+    #expect(evict(path + "-log", pages: 3) == 0)
+    let big = kp("k.big", .bytes([UInt8](repeating: 7, count: 5000)), 1, 5)
+    try f.append(transaction: 5, changes: [big])
+    try f.sync()
+    #expect(try #require(diskReads()) == before)
+    // What was around the groups in their pages is still there.
+    crashImage(path, to: dir.file("crash.ordo"))
+    let reopened = try StateFile.open(path: dir.file("crash.ordo"), commitLog: true)
+    let state = try reopened.load()
+    #expect(state.lastTransaction == 5)
+    let expected = (replay(3) + [big, kp("k.page", .int64(4), 1, 4)])
+      .sorted { Array($0.keypath.utf8).lexicographicallyPrecedes($1.keypath.utf8) }
+    #expect(state.keypaths == expected)
+    reopened.close()
+  }
+
   @Test func aTornRecordEndsTheLog() throws {
     let dir = TempDir()
     defer { dir.remove() }
