@@ -119,7 +119,7 @@ import Glibc
   /// Drops the file's pages from the page cache; returns how many of its
   /// first `pages` pages are still there.
   func evict(_ path: String, pages: Int) -> Int {
-    let fd = open(path, O_RDONLY)
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
     defer { close(fd) }
     _ = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
     guard let map = mmap(nil, pages * 4096, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED else { return -1 }

@@ -23,7 +23,7 @@ struct TempDir {
 
 /// The bytes of a file (nil if it cannot be read).
 func contents(_ path: String) -> [UInt8]? {
-  guard let f = fopen(path, "rb") else { return nil }
+  guard let f = fopen(path, "rbe") else { return nil }  // e: close-on-exec
   defer { fclose(f) }
   var out: [UInt8] = []
   var buf = [UInt8](repeating: 0, count: 65536)
@@ -36,7 +36,7 @@ func contents(_ path: String) -> [UInt8]? {
 }
 
 func writeFile(_ path: String, _ bytes: [UInt8]) {
-  let f = fopen(path, "wb")!
+  let f = fopen(path, "wbe")!
   _ = bytes.withUnsafeBytes { fwrite($0.baseAddress, 1, bytes.count, f) }
   fclose(f)
 }
@@ -163,7 +163,9 @@ struct SmallDisk {
   func file(_ name: String) -> String { dir.file(name) }
 
   func fill() {
-    let fd = open(file("filler"), O_WRONLY | O_CREAT | O_APPEND, 0o600)
+    // Close-on-exec: a child another test starts meanwhile must not keep the
+    // filler open, or `free()` would give no space back.
+    let fd = open(file("filler"), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
     let block = [UInt8](repeating: 7, count: 4096)
     while write(fd, block, block.count) > 0 {}
     close(fd)
