@@ -259,8 +259,17 @@ final class CommitLog {
     chain = pendingChain
     page.removeAll(keepingCapacity: true)
     page.append(contentsOf: pages[(written / CommitLog.pageSize * CommitLog.pageSize)..<written])
-    pending.removeAll(keepingCapacity: true)
+    CommitLog.empty(&pages)
+    CommitLog.empty(&pending)
     return nil
+  }
+
+  /// The buffers keep their memory for the next group up to this size; a
+  /// large transaction's is given back once it is written.
+  static let keptCapacity = 1 << 20
+
+  static func empty(_ buffer: inout [UInt8]) {
+    buffer.removeAll(keepingCapacity: buffer.capacity <= keptCapacity)
   }
 
   /// `pages` = the current page's bytes before `end`, then `records`, then
@@ -275,7 +284,7 @@ final class CommitLog {
 
   /// Drops the pending group.
   func drop() {
-    pending.removeAll(keepingCapacity: true)
+    CommitLog.empty(&pending)
     pendingChain = chain
   }
 
