@@ -77,7 +77,9 @@ final class CommitLog {
   private var page: [UInt8] = []
   /// The buffer a write assembles its pages in (kept between writes).
   private var pages: [UInt8] = []
-  static let pageSize = 4096
+  /// The unit the log is written in: the page cache's page (and the file
+  /// system's block). Not the database's page (`StateFile.pageSize`).
+  static let blockSize = 4096
 
   var hasPending: Bool { !pending.isEmpty }
   var needsReset: Bool { end >= CommitLog.resetAt }
@@ -201,7 +203,7 @@ final class CommitLog {
     end = offset
     chain = c
     pendingChain = c
-    page = [UInt8](repeating: 0, count: Int(end % Int64(CommitLog.pageSize)))
+    page = [UInt8](repeating: 0, count: Int(end % Int64(CommitLog.blockSize)))
     if !page.isEmpty && !CommitLog.readFully(fd, &page, at: end - Int64(page.count)) {
       throw .stateFile(
         statePath, .storage, "cannot read the commit log \(path): \(String(cString: strerror(ordo_errno())))")
@@ -258,7 +260,7 @@ final class CommitLog {
     end += Int64(pending.count)
     chain = pendingChain
     page.removeAll(keepingCapacity: true)
-    page.append(contentsOf: pages[(written / CommitLog.pageSize * CommitLog.pageSize)..<written])
+    page.append(contentsOf: pages[(written / CommitLog.blockSize * CommitLog.blockSize)..<written])
     CommitLog.empty(&pages)
     CommitLog.empty(&pending)
     return nil
@@ -278,7 +280,7 @@ final class CommitLog {
     pages.removeAll(keepingCapacity: true)
     pages.append(contentsOf: page)
     pages.append(contentsOf: records)
-    let size = max(CommitLog.pageSize, (pages.count + CommitLog.pageSize - 1) / CommitLog.pageSize * CommitLog.pageSize)
+    let size = max(CommitLog.blockSize, (pages.count + CommitLog.blockSize - 1) / CommitLog.blockSize * CommitLog.blockSize)
     pages.append(contentsOf: repeatElement(0, count: size - pages.count))
   }
 

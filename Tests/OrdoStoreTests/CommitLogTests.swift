@@ -158,6 +158,32 @@ import Glibc
     reopened.close()
   }
 
+  /// A log opened with records the database already holds is not started
+  /// anew: the next group goes after them, into the same page, and must
+  /// put their bytes back (read from the file at open) for the log to
+  /// stay readable from its start.
+  @Test func aGroupAfterReopeningKeepsTheRecordsBeforeItInItsPage() throws {
+    let dir = TempDir()
+    defer { dir.remove() }
+    let (path, f) = try loggedState(in: dir, 1...3)
+    try f.applyLog()
+    crashImage(path, to: dir.file("crash.ordo"))
+    f.close()
+    let reopened = try StateFile.open(path: dir.file("crash.ordo"), commitLog: true)
+    #expect(try reopened.load().lastTransaction == 3)
+    let next = kp("k.next", .int64(4), 1, 4)
+    try reopened.append(transaction: 4, changes: [next])
+    try reopened.sync()
+    // Killed before the database has transaction 4: only the log has it.
+    crashImage(dir.file("crash.ordo"), to: dir.file("again.ordo"))
+    reopened.close()
+    let again = try StateFile.open(path: dir.file("again.ordo"), commitLog: true)
+    let state = try again.load()
+    #expect(state.lastTransaction == 4)
+    #expect(state.keypaths.contains(next))
+    again.close()
+  }
+
   @Test func aTornRecordEndsTheLog() throws {
     let dir = TempDir()
     defer { dir.remove() }
