@@ -43,6 +43,13 @@ func sizeOfWAL(_ path: String) -> Int64? {
   return stat(path + "-wal", &st) == 0 ? Int64(st.st_size) : nil
 }
 
+/// Transaction `t` sets one of 50 keypaths (`k.n0`…`k.n49` in turn, with
+/// their counters) and is synced on its own: one commit of one keypath.
+func commitOneKeypath(_ f: StateFile, _ t: UInt64) throws {
+  try f.append(transaction: t, changes: [kp("k.n\(t % 50)", .int64(Int64(t)), (t + 49) / 50, t)])
+  try f.sync()
+}
+
 /// A state file at `path` holding transactions 1…n of the workload.
 func makeState(_ path: String, _ n: UInt64) throws {
   let f = try StateFile.open(path: path)
@@ -298,21 +305,19 @@ func makeState(_ path: String, _ n: UInt64) throws {
     let dir = TempDir()
     defer { dir.remove() }
     let path = dir.file("state.ordo")
-    func walSize() -> Int64? { sizeOfWAL(path) }
     let f = try StateFile.open(path: path)
-    #expect(walSize() == 4 << 20)
+    #expect(sizeOfWAL(path) == 4 << 20)
     // Commits keep it at its size (past the automatic checkpoint too, which
     // restarts it from the start: checkpointsOnceTheWALIsFull).
     for t in UInt64(1)...1_200 {
-      try f.append(transaction: t, changes: [kp("k.n\(t % 50)", .int64(Int64(t)), (t + 49) / 50, t)])
-      try f.sync()
-      if t % 100 == 0 { #expect(walSize() == 4 << 20, "after \(t) commits") }
+      try commitOneKeypath(f, t)
+      if t % 100 == 0 { #expect(sizeOfWAL(path) == 4 << 20, "after \(t) commits") }
     }
     let kept = try f.load()
     #expect(kept.lastTransaction == 1_200 && kept.keypaths.count == 50)
     f.close()
     let g = try StateFile.open(path: path)
-    #expect(walSize() == 4 << 20)
+    #expect(sizeOfWAL(path) == 4 << 20)
     #expect(try g.load() == kept)
     g.close()
     // A process killed right after opening (its WAL all zeros) leaves a
@@ -320,7 +325,7 @@ func makeState(_ path: String, _ n: UInt64) throws {
     // DurabilityTests).
     let child = Child([toolPath(), "hold", path])
     #expect(child.line() == "held")
-    #expect(walSize() == 4 << 20)
+    #expect(sizeOfWAL(path) == 4 << 20)
     child.kill9()
     #expect(child.wait() == 128 + SIGKILL)
     #expect(try StateFile.open(path: path).load() == kept)
@@ -365,22 +370,20 @@ func makeState(_ path: String, _ n: UInt64) throws {
     let dir = TempDir()
     defer { dir.remove() }
     let path = dir.file("state.ordo")
-    func walSize() -> Int64? { sizeOfWAL(path) }
     let f = try StateFile.open(path: path)
     let before = contents(path)
     #expect(before.map { !$0.isEmpty } == true)
     var firstWrite: UInt64?
     for t in UInt64(1)...4_000 {
-      try f.append(transaction: t, changes: [kp("k.n\(t % 50)", .int64(Int64(t)), (t + 49) / 50, t)])
-      try f.sync()
-      if t % 250 == 0 { #expect(walSize() == 4 << 20, "after \(t) commits") }
+      try commitOneKeypath(f, t)
+      if t % 250 == 0 { #expect(sizeOfWAL(path) == 4 << 20, "after \(t) commits") }
       if t % 50 == 0, contents(path) != before {
         firstWrite = t
         break
       }
     }
     #expect(firstWrite.map { $0 > 1_000 } == true, "the database was first written after \(firstWrite.map(String.init) ?? "none of the") commits")
-    #expect(walSize() == 4 << 20)
+    #expect(sizeOfWAL(path) == 4 << 20)
     let kept = try f.load()
     f.close()
     #expect(try StateFile.open(path: path).load() == kept)
