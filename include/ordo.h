@@ -330,9 +330,13 @@ enum {
   /** Call the contract once right away with an empty changed list: during
    *  ordo_register outside a pass (with the last committed transaction id;
    *  the callback's writes form a transaction of their own, committed when
-   *  it returns), or, when registered from a callback, at its position later
-   *  in the running pass (ORDO_E_ORDER_CONFLICT if that position is already
-   *  past). note->contract carries the new id before *out_id is written. */
+   *  it returns — except while the registering thread has a transaction
+   *  open (ordo_begin): then they join that transaction, are committed and
+   *  notified by its outermost ordo_commit or discarded by ordo_rollback,
+   *  and the callback sees its uncommitted writes; docs/semantics.md), or,
+   *  when registered from a callback, at its position later in the running
+   *  pass (ORDO_E_ORDER_CONFLICT if that position is already past).
+   *  note->contract carries the new id before *out_id is written. */
   ORDO_NOTIFY_INITIAL = 1u << 0
 };
 
@@ -517,7 +521,9 @@ typedef struct ordo_trace_step {
 /** One notification pass. */
 typedef struct ordo_trace {
   uint64_t txn;
-  bool committed;                      /* false: nothing changed in the end, or not stored */
+  bool committed;                      /* false: an initial call's pass that changed nothing (no id),
+                                          or not stored; a transaction whose pass cancelled every
+                                          change keeps its id: true, n_changed 0 */
   const char *const *changed; size_t n_changed;
   const ordo_trace_step *steps; size_t n_steps;
   uint64_t duration_ns;
@@ -541,8 +547,10 @@ ordo_status ordo_set_trace(ordo_bus *bus, ordo_trace_callback callback, void *us
  *  NULL = "dev.ordo.Bus". Then either call ordo_dbus_dispatch from your
  *  loop, or ordo_dbus_fd to poll yourself. ordo_bus_free stops the
  *  publication.
- *  Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT (bus NULL, or a string that is
- *  not valid UTF-8), or ORDO_E_DBUS (cannot connect, name taken, already
+ *  Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT (bus NULL, a string that is not
+ *  valid UTF-8, or a name that is not a valid D-Bus bus name, such as ""
+ *  or "dev..ordo": nothing is connected), or ORDO_E_DBUS (cannot connect,
+ *  name taken, already
  *  published, or D-Bus support not available in this build; the message
  *  says which). */
 ordo_status ordo_dbus_publish (ordo_bus *bus, const char *address, const char *name);

@@ -153,7 +153,12 @@ public final class OrdoClient {
 
   /// Connects to `address` (nil: the session bus from
   /// `DBUS_SESSION_BUS_ADDRESS`).
+  ///
+  /// - Throws: `org.freedesktop.DBus.Error.InvalidArgs` when `name` is not a
+  ///   valid D-Bus bus name (nothing connected); `dev.ordo.Error.Dbus` when
+  ///   the bus cannot be reached.
   public init(address: String? = nil, name: String = ordoDefaultName, timeoutMs: Int32 = 10_000) throws(OrdoRemoteError) {
+    if let problem = busNameProblem(name) { throw OrdoRemoteError(name: DBusErrorName.invalidArgs, message: problem) }
     dbus_threads_init_default()
     destination = name
     self.timeoutMs = timeoutMs

@@ -6,6 +6,18 @@ import Synchronization
 import Glibc
 #endif
 
+/// Why `name` is not a bus name a connection may own or call (a
+/// well-known name such as `dev.ordo.Bus`, or a unique name `:1.42`); nil
+/// when it is one (libdbus' `dbus_validate_bus_name`). libdbus aborts the
+/// process on an invalid name passed to `dbus_bus_request_name` or used as
+/// a message's destination, so every name from outside goes through this
+/// first.
+package func busNameProblem(_ name: String) -> String? {
+  if dbus_validate_bus_name(name, nil) != 0 { return nil }
+  return "\(name.debugDescription) is not a D-Bus bus name: two or more elements of [A-Za-z0-9_-] separated by dots, "
+    + "none starting with a digit, at most 255 bytes (or a unique name such as :1.42)"
+}
+
 /// One private libdbus connection, driven by one thread at a time.
 ///
 /// libdbus stalls when several threads send and dispatch on one connection,

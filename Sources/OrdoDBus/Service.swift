@@ -187,13 +187,15 @@ public final class DBusService: @unchecked Sendable {
   /// ``run()`` or ``dispatch(timeoutMs:)``. With a `policy`, each peer has
   /// the rights it grants to its uid and gids (``setPolicy(_:)`` replaces it).
   ///
-  /// - Throws: ``OrdoError/Code/dbus`` when the bus cannot be reached or the
-  ///   name is owned by another connection.
+  /// - Throws: ``OrdoError/Code/invalidArgument`` when `name` is not a valid
+  ///   D-Bus bus name (nothing connected); ``OrdoError/Code/dbus`` when the
+  ///   bus cannot be reached or the name is owned by another connection.
   public init(
     bus: Bus, address: String? = nil, systemBus: Bool = false, name: String = ordoDefaultName,
     limits: ServiceLimits = ServiceLimits(), policy: Policy? = nil,
     logLevel: LogLevel = .warning, logger: (@Sendable (LogLevel, String) -> Void)? = nil
   ) throws(OrdoError) {
+    if let problem = busNameProblem(name) { throw OrdoError(.invalidArgument, problem) }
     self.bus = bus
     self.name = name
     self.limits = limits

@@ -75,24 +75,14 @@ func contractFields() -> [ContractFields] {
 
 extension Devtools {
 func traceCommand(_ argv: [String]) {
-  var args = argv
-  var patterns: [String] = []
-  var json = false
+  let (o, operands) = parseArguments(argv, command: "trace", flags: ["--json"], valued: ["--count"])
+  let json = o["--json"] != nil
   var count = 0
-  while !args.isEmpty {
-    let a = args.removeFirst()
-    switch a {
-    case "--json": json = true
-    case "--count":
-      guard let v = args.first.flatMap({ Int($0) }), v > 0 else { fail("--count needs a positive number", code: 2) }
-      args.removeFirst()
-      count = v
-    default:
-      if a.hasPrefix("--") { fail("unknown trace option \(a)", code: 2) }
-      patterns.append(a)
-    }
+  if let v = o["--count"] {
+    guard let n = Int(v), n > 0 else { fail("--count needs a positive number", code: 2) }
+    count = n
   }
-  if patterns.isEmpty { patterns = ["**"] }
+  let patterns = operands.isEmpty ? ["**"] : operands
   var seen = 0
   installStopHandlers()
   run { () throws(OrdoRemoteError) in

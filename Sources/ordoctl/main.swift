@@ -48,6 +48,7 @@ let usage = """
   rest strings.
 
   The bus: --address, --system, else DBUS_SESSION_BUS_ADDRESS; the service: --name (default dev.ordo.Bus).
+  After a lone --, no argument is an option (a keypath may start with -).
 
   """
 
@@ -70,6 +71,43 @@ func fail(_ message: String, code: Int32 = 1) -> Never {
   exit(code)
 }
 
+// Swift repairs invalid UTF-8 in CommandLine.arguments (U+FFFD): refuse it
+// instead, so that no value or keypath is silently changed.
+for i in 1..<Int(CommandLine.argc) {
+  guard let p = CommandLine.unsafeArgv[i], String(validatingCString: p) != nil else {
+    fail("argument \(i) is not valid UTF-8 (keypaths and string values are UTF-8; raw bytes go in as ay:HEX)", code: 2)
+  }
+}
+
+/// A command's arguments, split: an argument that starts with `--` is an
+/// option (one in `valued` takes the next argument as its value, the last
+/// one given wins) until a lone `--`, after which every argument is an
+/// operand (a keypath may start with `-`). An unknown option is a usage
+/// error.
+func parseArguments(_ args: [String], command: String, flags: Set<String> = [], valued: Set<String> = [])
+  -> (options: [String: String], operands: [String])
+{
+  var options: [String: String] = [:]
+  var operands: [String] = []
+  var rest = args[...]
+  while let a = rest.popFirst() {
+    if !a.hasPrefix("--") {
+      operands.append(a)
+    } else if a == "--" {
+      operands.append(contentsOf: rest)
+      break
+    } else if flags.contains(a) {
+      options[a] = ""
+    } else if valued.contains(a) {
+      guard let v = rest.popFirst() else { fail("\(command) \(a) needs a value", code: 2) }
+      options[a] = v
+    } else {
+      fail("unknown \(command) option \(a) (an operand that starts with -- goes after a lone --)", code: 2)
+    }
+  }
+  return (options, operands)
+}
+
 var args = Array(CommandLine.arguments.dropFirst())
 var address: String?
 var service = ordoDefaultName
@@ -88,6 +126,7 @@ while let a = args.first, a.hasPrefix("-") {
   case "--name":
     guard !args.isEmpty else { fail("--name needs a value", code: 2) }
     service = args.removeFirst()
+    if let problem = busNameProblem(service) { fail("--name: \(problem)", code: 2) }
   case "--timeout":
     guard let v = args.first.flatMap({ Int32($0) }), v > 0 else { fail("--timeout needs a positive number of milliseconds", code: 2) }
     args.removeFirst()
@@ -115,11 +154,12 @@ func run(_ body: () throws(OrdoRemoteError) -> Void) {
 
 switch command {
 case "get":
-  guard !args.isEmpty else { fail("get needs at least one keypath", code: 2) }
+  let keys = parseArguments(args, command: "get").operands
+  guard !keys.isEmpty else { fail("get needs at least one keypath", code: 2) }
   run { () throws(OrdoRemoteError) in
-    for k in args {
+    for k in keys {
       let (v, _) = try client.get(k)
-      out(args.count == 1 ? ValueText.format(v) : "\(k)=\(ValueText.format(v))")
+      out(keys.count == 1 ? ValueText.format(v) : "\(k)=\(ValueText.format(v))")
     }
   }
 
@@ -134,9 +174,10 @@ case "set":
     }
     mergedSet(client, maxBatch: maxBatch)
   }
-  guard !args.isEmpty else { fail("set needs KEY=VALUE arguments", code: 2) }
+  let assignments = parseArguments(args, command: "set").operands
+  guard !assignments.isEmpty else { fail("set needs KEY=VALUE arguments", code: 2) }
   var sets: [(String, Value)] = []
-  for a in args {
+  for a in assignments {
     guard let eq = a.firstIndex(of: "=") else { fail("\"\(a)\" is not KEY=VALUE", code: 2) }
     do {
       sets.append((String(a[..<eq]), try ValueText.parse(String(a[a.index(after: eq)...]))))
@@ -147,52 +188,41 @@ case "set":
   run { () throws(OrdoRemoteError) in out(String(try client.commit(set: sets))) }
 
 case "touch":
-  guard !args.isEmpty else { fail("touch needs at least one keypath", code: 2) }
-  run { () throws(OrdoRemoteError) in out(String(try client.commit(touch: args))) }
+  let keys = parseArguments(args, command: "touch").operands
+  guard !keys.isEmpty else { fail("touch needs at least one keypath", code: 2) }
+  run { () throws(OrdoRemoteError) in out(String(try client.commit(touch: keys))) }
 
 case "rm":
-  guard !args.isEmpty else { fail("rm needs at least one keypath", code: 2) }
-  run { () throws(OrdoRemoteError) in out(String(try client.commit(remove: args))) }
+  let keys = parseArguments(args, command: "rm").operands
+  guard !keys.isEmpty else { fail("rm needs at least one keypath", code: 2) }
+  run { () throws(OrdoRemoteError) in out(String(try client.commit(remove: keys))) }
 
 case "watch":
-  var patterns: [String] = []
+  let (o, patterns) = parseArguments(
+    args, command: "watch", flags: ["--json", "--initial"],
+    valued: ["--priority", "--count", "--contract", "--resume", "--reconnect-timeout"])
+  let json = o["--json"] != nil
+  let initial = o["--initial"] != nil
   var priority: Int32?
-  var json = false
-  var initial = false
+  if let v = o["--priority"] {
+    guard let p = Int32(v) else { fail("--priority needs an int32", code: 2) }
+    priority = p
+  }
   var count = 0
-  var contractName = "ordoctl-watch-\(getpid())-\(client.uniqueName)"
-  var resumeFile: String?
+  if let v = o["--count"] {
+    guard let n = Int(v), n > 0 else { fail("--count needs a positive number", code: 2) }
+    count = n
+  }
+  let contractName = o["--contract"] ?? "ordoctl-watch-\(getpid())-\(client.uniqueName)"
+  if o["--contract"]?.isEmpty == true { fail("--contract needs a name", code: 2) }
+  if o["--resume"]?.isEmpty == true { fail("--resume needs a file", code: 2) }
+  let resumeFile = o["--resume"]
   var reconnectTimeout: Int64 = 30
-  while !args.isEmpty {
-    let a = args.removeFirst()
-    switch a {
-    case "--priority":
-      guard let v = args.first.flatMap({ Int32($0) }) else { fail("--priority needs an int32", code: 2) }
-      args.removeFirst()
-      priority = v
-    case "--json": json = true
-    case "--initial": initial = true
-    case "--count":
-      guard let v = args.first.flatMap({ Int($0) }), v > 0 else { fail("--count needs a positive number", code: 2) }
-      args.removeFirst()
-      count = v
-    case "--contract":
-      guard !args.isEmpty else { fail("--contract needs a name", code: 2) }
-      contractName = args.removeFirst()
-    case "--resume":
-      guard let f = args.first, !f.isEmpty else { fail("--resume needs a file", code: 2) }
-      args.removeFirst()
-      resumeFile = f
-    case "--reconnect-timeout":
-      guard let v = args.first.flatMap({ Int64($0) }), v >= 0, v <= 1_000_000 else {
-        fail("--reconnect-timeout needs a number of seconds (0: wait forever)", code: 2)
-      }
-      args.removeFirst()
-      reconnectTimeout = v
-    default:
-      if a.hasPrefix("--") { fail("unknown watch option \(a)", code: 2) }
-      patterns.append(a)
+  if let v = o["--reconnect-timeout"] {
+    guard let t = Int64(v), t >= 0, t <= 1_000_000 else {
+      fail("--reconnect-timeout needs a number of seconds (0: wait forever)", code: 2)
     }
+    reconnectTimeout = t
   }
   guard !patterns.isEmpty else { fail("watch needs at least one pattern (** for everything)", code: 2) }
   if let file = resumeFile {
@@ -204,6 +234,12 @@ case "watch":
   }
   var seen = 0
   installStopHandlers()
+  // Without --resume nothing can catch up after the service restarts: say
+  // so and stop rather than wait on a contract that is gone.
+  client.onOwnerChange = { owner in
+    let what = owner == nil ? "left the bus" : "restarted (now \(owner!))"
+    fail("the service \(service) \(what): this watch's contract is gone; watch --resume FILE follows restarts and catches up")
+  }
   run { () throws(OrdoRemoteError) in
     try client.register(name: contractName, reads: patterns, priority: priority, notifyInitial: initial) { note in
       seen += 1
@@ -222,12 +258,9 @@ case "watch":
   }
 
 case "snapshot":
-  var json = false
-  var patterns: [String] = []
-  for a in args {
-    if a == "--json" { json = true } else { patterns.append(a) }
-  }
-  if patterns.isEmpty { patterns = ["**"] }
+  let (o, operands) = parseArguments(args, command: "snapshot", flags: ["--json"])
+  let json = o["--json"] != nil
+  let patterns = operands.isEmpty ? ["**"] : operands
   run { () throws(OrdoRemoteError) in
     let s = try client.snapshot(patterns)
     let counters = Dictionary(s.counters, uniquingKeysWith: { a, _ in a })
@@ -246,15 +279,11 @@ case "snapshot":
   }
 
 case "changes":
-  guard let first = args.first else { fail("changes needs a transaction id: changes SINCE [PATTERN…] [--json]", code: 2) }
+  let (o, operands) = parseArguments(args, command: "changes", flags: ["--json"])
+  guard let first = operands.first else { fail("changes needs a transaction id: changes SINCE [PATTERN…] [--json]", code: 2) }
   guard let since = UInt64(first) else { fail("changes: \"\(first)\" is not a transaction id (an unsigned integer)", code: 2) }
-  args.removeFirst()
-  var json = false
-  var patterns: [String] = []
-  for a in args {
-    if a == "--json" { json = true } else if a.hasPrefix("--") { fail("unknown changes option \(a)", code: 2) } else { patterns.append(a) }
-  }
-  if patterns.isEmpty { patterns = ["**"] }
+  let json = o["--json"] != nil
+  let patterns = operands.count == 1 ? ["**"] : Array(operands.dropFirst())
   run { () throws(OrdoRemoteError) in
     let ch = try client.changes(since: since, patterns: patterns)
     let keys = Set(ch.values.keys).union(ch.removed).sorted()

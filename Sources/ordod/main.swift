@@ -74,7 +74,9 @@ while !args.isEmpty {
   case "--private": forcePrivate = true
   case "--system": systemBus = true
   case "--policy": policyFile = value(a, &args)
-  case "--name": name = value(a, &args)
+  case "--name":
+    name = value(a, &args)
+    if let problem = busNameProblem(name) { fail("--name: \(problem)") }
   case "--state":
     let v = value(a, &args)
     guard !v.isEmpty else { fail("--state needs a path") }

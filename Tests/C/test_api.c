@@ -505,6 +505,14 @@ static void test_dbus(void) {
   EXPECT(ORDO_E_DBUS, ordo_dbus_dispatch(bus, 0));
   EXPECT(ORDO_E_DBUS, ordo_dbus_publish(bus, "unix:path=/nonexistent/ordo-test/no-socket", NULL));
   CHECK(ordo_dbus_fd(bus) == -1);
+  /* A name that is not a D-Bus bus name is refused before anything connects
+   * (libdbus itself would abort the process on it). */
+  static const char *const bad_names[] = {"", "a", "dev..ordo", ".dev.ordo", "1abc.def", "not a name"};
+  for (size_t k = 0; k < sizeof bad_names / sizeof bad_names[0]; k++) {
+    EXPECT(ORDO_E_INVALID_ARGUMENT, ordo_dbus_publish(bus, "unix:path=/nonexistent/ordo-test/no-socket", bad_names[k]));
+    EXPECT_MESSAGE("is not a D-Bus bus name");
+    CHECK(ordo_dbus_fd(bus) == -1);
+  }
   ordo_bus_free(bus);
 }
 

@@ -614,6 +614,67 @@ class Ordoctl(DBusTest):
             stop(watch, signal.SIGKILL)
             stop(text, signal.SIGKILL)
 
+    def test_usage_errors_change_nothing(self):
+        env = self.env
+        env.ordoctl("set", "a=1")
+        cases = [
+            (("snapshot", "a", "--jsno"), "unknown snapshot option --jsno"),
+            (("get", "--json", "a"), "unknown get option --json"),
+            (("set", "--x=1"), "unknown set option --x=1"),
+            (("touch", "--a"), "unknown touch option --a"),
+            (("rm", "a", "--all"), "unknown rm option --all"),
+            (("changes", "0", "--xml"), "unknown changes option --xml"),
+            (("trace", "--js"), "unknown trace option --js"),
+            (("watch", "a", "--priority"), "watch --priority needs a value"),
+            (("set", b"u.v=s:a\xffb"), "argument 4 is not valid UTF-8"),
+        ]
+        for args, message in cases:
+            r = subprocess.run([ORDOCTL.encode(), b"--address", env.address.encode(),
+                                *[a if isinstance(a, bytes) else a.encode() for a in args]],
+                               capture_output=True, timeout=20)
+            self.assertEqual(r.returncode, 2, (args, r.stderr))
+            self.assertIn(message, r.stderr.decode(errors="replace"), args)
+        # After a lone --, an argument that starts with -- is a keypath.
+        self.assertEqual(env.ordoctl("set", "--", "--x=int64:7").stdout.strip(), "2")
+        self.assertEqual(env.ordoctl("get", "--", "--x").stdout, "int64:7\n")
+        self.assertEqual(env.ordoctl("snapshot", "--json", "--", "--x").stdout.count('"--x"'), 2)
+        self.assertEqual(env.ordoctl("rm", "--", "--x").stdout.strip(), "3")
+        self.assertEqual(env.peer().call("Get", "s", "a")[0], ("x", 1))  # nothing else changed
+        self.assertEqual(env.ordoctl("stats").stdout.count("transactions=3"), 1)
+
+    def test_invalid_service_name_is_a_usage_error(self):
+        # libdbus aborts the process on a message to an invalid bus name:
+        # ordoctl must refuse it first.
+        for name in ("", "bad name", "dev..ordo", "1abc.def"):
+            r = self.env.ordoctl("--name", name, "stats", check=False)
+            self.assertEqual(r.returncode, 2, (name, r.stderr))
+            self.assertIn("is not a D-Bus bus name", r.stderr)
+
+    def test_plain_watch_exits_when_the_service_goes_away(self):
+        # A second ordod under its own name, stopped while the watch runs.
+        env = self.env
+        name = "org.example.Watched"
+        second = env.start_ordod(name=name)
+        watch = spawn([ORDOCTL, "--address", env.address, "--name", name, "watch", "doc.**"],
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            peer = Peer(env.address, name=name)
+            deadline = time.monotonic() + 10
+            while len(peer.contracts()) < 1:
+                self.assertLess(time.monotonic(), deadline, "ordoctl watch did not register")
+                time.sleep(0.02)
+            peer.close()
+            env.ordoctl("--name", name, "set", "doc.a=1")
+            self.assertEqual(read_line(watch.stdout, 5, "watch line"), "txn=1 doc.a=int64:1")
+            self.assertEqual(stop(second), 0)
+            self.assertEqual(watch.wait(timeout=10), 1)
+            err = watch.stderr.read().decode()
+            self.assertIn(f"the service {name} left the bus", err)
+            self.assertIn("--resume", err)
+        finally:
+            stop(watch, signal.SIGKILL)
+            stop(second, signal.SIGKILL)
+
     def test_contracts_listing(self):
         env = self.env
         p = env.peer()
@@ -726,6 +787,13 @@ class Daemon(unittest.TestCase):
             self.assertEqual(r.stdout, "int64:1\n")
         finally:
             self.assertEqual(env.close(), 0)
+
+    def test_invalid_name_is_refused_before_anything_starts(self):
+        for name in ("", "dev..ordo", "no-dots"):
+            r = subprocess.run([ORDOD, "--address", "unix:path=/nonexistent", "--name", name],
+                               capture_output=True, text=True, timeout=20)
+            self.assertEqual(r.returncode, 2, (name, r.stderr))
+            self.assertIn(f'--name: "{name}" is not a D-Bus bus name', r.stderr)
 
     def test_bus_daemon_going_away(self):
         env = Env()

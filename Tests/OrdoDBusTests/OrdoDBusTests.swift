@@ -63,6 +63,21 @@ import Glibc
   #expect(OrdoRemoteError(name: "org.freedesktop.DBus.Error.InvalidArgs", message: "").code == nil)
 }
 
+/// A name that is not a D-Bus bus name is refused before anything connects
+/// (libdbus aborts the process when one reaches `dbus_bus_request_name` or
+/// a message's destination), with the rules in the message.
+@Test func invalidBusNamesAreRefusedFirst() throws {
+  for name in ["", "a", "dev..ordo", ".dev.ordo", "1abc.def", "not a name", String(repeating: "a.", count: 128) + "b"] {
+    let e = #expect(throws: OrdoError.self) { _ = try DBusService(bus: Bus(), address: "unix:path=/nonexistent/x", name: name) }
+    #expect(e?.code == .invalidArgument)
+    #expect(e?.message.contains("is not a D-Bus bus name") == true)
+    let r = #expect(throws: OrdoRemoteError.self) { _ = try OrdoClient(address: "unix:path=/nonexistent/x", name: name) }
+    #expect(r?.name == DBusErrorName.invalidArgs)
+    #expect(busNameProblem(name) != nil)
+  }
+  for name in ["dev.ordo.Bus", "org.example.Model-2", ":1.42", "a._b"] { #expect(busNameProblem(name) == nil, "\(name)") }
+}
+
 /// A service and a client in one process, on a private dbus-daemon.
 @Test func serviceAndClientInProcess() throws {
   let daemon = try PrivateDaemon()
