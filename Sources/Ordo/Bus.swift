@@ -525,7 +525,9 @@ public final class Bus: @unchecked Sendable {
   /// Registers a contract (SPEC §4). With ``ContractFlags/notifyInitial`` the
   /// contract is called once right away: during this call outside a pass
   /// (its writes then form a transaction of their own, committed when the
-  /// callback returns), or at its position in the running pass.
+  /// callback returns — or, while this thread has a transaction open, join
+  /// that transaction, committed or rolled back with it), or at its
+  /// position in the running pass.
   ///
   /// - Throws: ``OrdoError/Code/invalidArgument`` (empty name, writes on an
   ///   every-transaction contract), ``OrdoError/Code/invalidKeypath``,

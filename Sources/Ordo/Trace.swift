@@ -19,8 +19,11 @@ public struct PassTrace: Sendable, Hashable {
   public var steps: [TraceStep]
   /// The pass's duration in nanoseconds (callbacks included).
   public var durationNS: UInt64
-  /// Whether the transaction committed (false: nothing changed in the end,
-  /// or a persistence layer refused it).
+  /// Whether the transaction committed with its id. False for the pass of
+  /// an initial call that changed nothing (it gets no id) and for a
+  /// transaction a persistence layer refused. A transaction whose own pass
+  /// cancelled every change out keeps its id and commits (SPEC §2): true,
+  /// with an empty ``changed``.
   public var committed: Bool
 }
 

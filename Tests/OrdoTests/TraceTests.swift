@@ -68,6 +68,25 @@ import Testing
     #expect((host.value, bridge.value) == (2, 1))
   }
 
+  /// A transaction whose own pass cancels every change out keeps its id
+  /// (SPEC §2) and commits: `committed` is true with nothing `changed`.
+  @Test func aPassThatCancelsEveryChangeCommitsWithItsId() throws {
+    let bus = Bus()
+    try bus.commitWith { try bus.set("v", .int64(1)) }
+    let traces = Box<[PassTrace]>([])
+    bus.onTrace { t in traces.mutate { $0.append(t) } }
+    try bus.register(name: "norm", reads: ["v"], writes: ["v"], priority: -3) { [unowned bus] _ in try bus.set("v", .int64(1)) }
+    try bus.register(name: "view", reads: ["v"]) { _ in }
+    bus.begin()
+    try bus.set("v", .int64(2))
+    #expect(try bus.commit() == 2)
+    #expect(try bus.counter("v") == 1)
+    let t = try #require(traces.value.first)
+    #expect(traces.value.count == 1)
+    #expect(t.transaction == 2 && t.committed && t.changed.isEmpty)
+    #expect(t.steps.map(\.outcome) == [.called, .unchanged])
+  }
+
   @Test func theInitialCallThatOpensAPassIsTraced() throws {
     let bus = Bus()
     let traces = Box<[PassTrace]>([])
