@@ -62,6 +62,64 @@ def test_unsupported_values_are_refused_before_sending(env, client):
     assert client.transaction == 0
 
 
+def test_nul_characters_are_refused_before_sending_and_the_connection_survives(env, client):
+    # D-Bus strings cannot hold NUL: sent anyway, the bus daemon drops the
+    # client's whole connection (every watch and writer with it).
+    raw = env.peer()
+    w = client.watch(["n.**"])
+    before = raw.stats()
+    with pytest.raises(ordo.InvalidArgument, match="NUL"):
+        client.commit({"n.k": "a\x00b"})
+    for bad in (lambda: client.get("n.k\x00"), lambda: client.commit({"n.k\x00": 1}),
+                lambda: client.commit(touch=["n.\x00"]), lambda: client.commit(remove=["n\x00.**"]),
+                lambda: client.snapshot(["n.\x00*"]), lambda: client.changes(0, ["\x00"]),
+                lambda: client.watch(["n.\x00"]), lambda: client.trace(["n\x00"])):
+        with pytest.raises(ordo.InvalidKeypath, match="NUL"):
+            bad()
+    with pytest.raises(ordo.InvalidArgument, match="NUL"):
+        client.watch(["n.x"], name="nul\x00name")
+    with pytest.raises(ordo.InvalidArgument, match="NUL"):
+        client.call("Commit", "a{sv}asas", {"n.k": ("s", "\x00")}, [], [])
+    # none of them reached the service (a watch reads the Epoch property first)
+    after = raw.stats()
+    assert (after["error-replies"], after["contracts"], after["transactions"]) == \
+        (before["error-replies"], before["contracts"], before["transactions"])
+    assert client._expect == {}
+    # the connection and the watch are still there
+    assert client.commit({"n.k": "ab"}) == 1
+    assert w.next(timeout=5).values == {"n.k": "ab"}
+    assert client.get("n.k").value == "ab"
+
+
+def test_bad_input_raises_ordo_errors_and_takes_no_reply_slot(env, client):
+    raw = env.peer()
+    before = raw.stats()
+    for bad in (lambda: client.get("p.\udcff"), lambda: client.commit({"p.\udcff": 1}),
+                lambda: client.commit(touch=["p.\udcff"]), lambda: client.commit(remove=["p.\udcff"]),
+                lambda: client.snapshot(["p.\udcff"]), lambda: client.changes(0, ["p.\udcff"]),
+                lambda: client.watch(["p.\udcff"])):
+        with pytest.raises(ordo.InvalidKeypath, match="UTF-8"):
+            bad()
+    with pytest.raises(ordo.InvalidArgument, match="out of range"):
+        client.changes(2**64)
+    with pytest.raises(ordo.InvalidArgument, match="object path"):
+        client.unregister("notapath")
+    with pytest.raises(ordo.InvalidArgument, match="UTF-8"):
+        client.watch(["p.x"], name="\udcff")
+    # what jeepney refuses to serialise is an OrdoError too, nothing is sent
+    with pytest.raises(ordo.InvalidArgument):
+        client.call("Get", "s", 5)
+    with pytest.raises(ordo.InvalidArgument):
+        client.call("Get", "s")
+    with pytest.raises(ordo.InvalidArgument):
+        client.call("Get", "z", 1)
+    assert client._expect == {}
+    after = raw.stats()
+    assert (after["error-replies"], after["contracts"]) == (before["error-replies"], before["contracts"])
+    with pytest.raises(ordo.NotFound):  # the connection is fine
+        client.get("p.x")
+
+
 def test_commit_touch_remove_and_snapshot_counters(client):
     assert client.commit({"doc.title": "Songs", "doc.n": 3, "doc.items.a": 1, "doc.items.b": 2}) == 1
     assert client.commit({"doc.n": 3}) == 0  # an equal value is no change

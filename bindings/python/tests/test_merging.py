@@ -123,6 +123,50 @@ def test_malformed_writes_are_refused_alone_and_a_refused_commit_fails_its_batch
         m.set("after.close", 1)
 
 
+def test_a_nul_character_is_refused_to_its_caller_alone(env, client):
+    m = client.merging_writer()
+    ok1 = m.set("nul.ok1", 1)
+    with pytest.raises(ordo.InvalidArgument, match="NUL"):
+        m.set("nul.bad", "a\x00b")
+    with pytest.raises(ordo.InvalidArgument, match="NUL"):
+        m.write(set={"nul.ok3": 3, "nul.bad": "\x00"})
+    with pytest.raises(ordo.InvalidKeypath):
+        m.set("nul.bad\x00", 1)
+    ok2 = m.set("nul.ok2", "a b")
+    m.flush(timeout=10)
+    assert ok1.result() > 0 and ok2.result() > 0
+    assert m.writes == 2
+    assert client.snapshot(["nul.*"]).values == {"nul.ok1": 1, "nul.ok2": "a b"}
+    m.close()
+
+
+def test_closing_the_client_closes_its_merging_writers(env):
+    def alive():
+        return [t for t in threading.enumerate() if t.name == "ordo-merging-writer"]
+
+    before = len(alive())
+    writers = []
+    for i in range(3):
+        with ordo.Client(env.address, timeout=10) as c:
+            m = c.merging_writer()
+            last = m.set("mw.k", i)
+            writers.append((m, last))
+    wait_for(lambda: len(alive()) == before, timeout=5, what="the merging writers' threads to end")
+    for m, last in writers:
+        assert not m._thread.is_alive()
+        assert last.result(timeout=0) > 0  # written before the client closed: sent
+        with pytest.raises(ordo.ConnectionLost):
+            m.set("mw.after", 1)
+    with pytest.raises(ordo.ConnectionLost):
+        c.merging_writer()
+    assert len(alive()) == before
+    with ordo.Client(env.address) as c:
+        assert c.get("mw.k").value == 2
+        m = c.merging_writer()
+        m.close()  # closed by hand first: the client does not keep it
+        assert c._merging == []
+
+
 def test_writes_from_many_threads(client):
     m = client.merging_writer()
     errors = []

@@ -36,6 +36,7 @@ def test_nan_is_a_double():
 @pytest.mark.parametrize("value,what", [
     (None, "NoneType"), ([1], "list"), ({"a": 1}, "dict"), ((1,), "tuple"), (object(), "object"),
     (2**63, "does not fit"), (-2**63 - 1, "does not fit"), ("\udc80", "not valid UTF-8"), (1j, "complex"),
+    ("a\x00b", "NUL"),  # D-Bus strings cannot hold NUL: the bus daemon would drop the connection
 ])
 def test_other_values_are_refused_with_a_clear_message(value, what):
     with pytest.raises(ordo.InvalidArgument) as e:

@@ -139,6 +139,122 @@ def _strings(xs: Iterable[str], what: str) -> List[str]:
     return out
 
 
+# -- checking a message body before it is sent ----------------------------
+#
+# The bus daemon drops a connection that sends a string holding NUL (D-Bus
+# strings cannot), and jeepney raises its own exceptions (UnicodeEncodeError,
+# struct.error, ValueError) for lone surrogates, integers out of range and
+# malformed object paths, after the reply slot is taken. Every body goes
+# through _check_body first, so that all of these are refused with an
+# OrdoError and nothing is sent: InvalidKeypath for a keypath or pattern (as
+# the service answers for other bad characters), InvalidArgument otherwise.
+
+_INT_RANGES = {"y": (0, 2 ** 8), "n": (-2 ** 15, 2 ** 15), "q": (0, 2 ** 16), "i": (-2 ** 31, 2 ** 31),
+               "u": (0, 2 ** 32), "h": (0, 2 ** 32), "x": (-2 ** 63, 2 ** 63), "t": (0, 2 ** 64)}
+_OBJECT_PATH = re.compile(r"/\Z|(/[A-Za-z0-9_]+)+\Z")
+
+# what each string argument of a dev.ordo.Bus1 method is ("keypath" and
+# "pattern" are refused with InvalidKeypath)
+_ARGS: Dict[str, Tuple[str, ...]] = {
+    "Register": ("name", "pattern", "pattern", "option"),
+    "Unregister": ("contract",),
+    "Commit": ("keypath", "keypath", "keypath"),
+    "Get": ("keypath",),
+    "Snapshot": ("pattern",),
+    "Changes": ("since", "pattern"),
+    "Complete": ("contract", "txn", "keypath", "keypath", "keypath"),
+    "SubscribeTrace": ("pattern",),
+}
+
+
+def _type_end(sig: str, i: int) -> int:
+    """The end of the complete type that starts at sig[i]."""
+    if i >= len(sig):
+        raise InvalidArgument(f"signature {sig!r} is incomplete")
+    c = sig[i]
+    if c == "a":
+        return _type_end(sig, i + 1)
+    if c in "({":
+        close = ")" if c == "(" else "}"
+        j = i + 1
+        while j < len(sig) and sig[j] != close:
+            j = _type_end(sig, j)
+        if j >= len(sig):
+            raise InvalidArgument(f"signature {sig!r} is incomplete")
+        return j + 1
+    if c in "ybnqiuxtdhsogv":
+        return i + 1
+    raise InvalidArgument(f"signature {sig!r}: unknown type code {c!r}")
+
+
+def _types(sig: str) -> List[str]:
+    """The complete types of a signature."""
+    out, i = [], 0
+    while i < len(sig):
+        j = _type_end(sig, i)
+        out.append(sig[i:j])
+        i = j
+    return out
+
+
+def _check_text(s: str, what: str, keypath: bool) -> None:
+    cls = InvalidKeypath if keypath else InvalidArgument
+    if "\0" in s:
+        raise cls(f"{what} {s!r} contains a NUL character (D-Bus strings cannot hold one)")
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise cls(f"{what} {s!r} is not valid UTF-8 ({e.reason} at {e.start})") from None
+
+
+def _check_arg(t: str, v: Any, what: str, keypath: bool) -> None:
+    """Checks one value of complete type t. Anything it does not recognise is
+    left to jeepney (whose errors _call turns into InvalidArgument)."""
+    c = t[0]
+    if c in _INT_RANGES:
+        lo, hi = _INT_RANGES[c]
+        if isinstance(v, int) and not lo <= v < hi:
+            raise InvalidArgument(f"{what}: {v} is out of range for the D-Bus type {c!r} ({lo} .. {hi - 1})")
+    elif c in "sog":
+        if isinstance(v, str):
+            _check_text(v, what, keypath and c == "s")
+            if c == "o" and not _OBJECT_PATH.match(v):
+                raise InvalidArgument(f"{what}: {v!r} is not a D-Bus object path")
+    elif c == "v":
+        if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str):
+            inner = _types(v[0])
+            if len(inner) == 1:
+                _check_arg(inner[0], v[1], what, False)
+    elif c == "a" and t[1] == "{":
+        kv = _types(t[2:-1])
+        if len(kv) == 2 and isinstance(v, Mapping):
+            for k, x in v.items():
+                _check_arg(kv[0], k, what, keypath)
+                _check_arg(kv[1], x, f"value of {k!r}" if keypath else f"{what}[{k!r}]", False)
+    elif c == "a":
+        if isinstance(v, (list, tuple)) and t[1] != "y":
+            for x in v:
+                _check_arg(t[1:], x, what, keypath)
+    elif c == "(":
+        fields = _types(t[1:-1])
+        if isinstance(v, tuple) and len(v) == len(fields):
+            for ft, x in zip(fields, v):
+                _check_arg(ft, x, what, keypath)
+
+
+def _check_body(iface: str, member: str, sig: str, body: tuple) -> None:
+    """Refuses, before anything is sent, what D-Bus cannot carry or jeepney
+    cannot serialise: NUL characters and lone surrogates in strings, integers
+    out of range, malformed object paths."""
+    sig = sig or ""
+    if not isinstance(sig, str):
+        raise InvalidArgument(f"{member}: the signature must be a str, not {type(sig).__name__}")
+    names = _ARGS.get(member, ()) if iface == INTERFACE else ()
+    for i, (t, v) in enumerate(zip(_types(sig), body)):
+        name = names[i] if i < len(names) else f"argument {i + 1}"
+        _check_arg(t, v, f"{member}: {name}", name in ("keypath", "pattern"))
+
+
 def _plain(variant_dict: Mapping[str, Tuple[str, Any]]) -> Dict[str, Any]:
     """{k: (sig, v)} -> {k: v} (for Contracts/Stats dicts)."""
     return {k: v for k, (_sig, v) in variant_dict.items()}
@@ -163,8 +279,9 @@ class Client:
     service refused, a contract that could not be registered again after the
     service came back. By default they are logged (logger ``"ordo"``).
 
-    Use it as a context manager: leaving the block unregisters every watch
-    and writer of this client and closes the connection.
+    Use it as a context manager: leaving the block closes every merging
+    writer of this client, unregisters every watch and writer, and closes
+    the connection.
     """
 
     def __init__(self, address: Optional[str] = None, name: str = NAME, *, timeout: float = 10.0,
@@ -193,7 +310,9 @@ class Client:
         self._writers: List["Writer"] = []
         self._watches: List["Watch"] = []
         self._trace: Optional["TraceWatch"] = None
+        self._merging: List["MergingWriter"] = []
         self._writers_gen = 0
+        self._closing = False
         self._closed = False
         self._names = itertools.count(1)
         self._has_changes: Optional[bool] = None
@@ -260,9 +379,16 @@ class Client:
         self._after_read()
 
     def close(self) -> None:
-        """Unregisters this client's watches and writers, closes the connection."""
+        """Closes this client's merging writers (after their pending writes
+        were answered), unregisters its watches and writers, closes the
+        connection."""
         if self._closed:
             return
+        with self._state:
+            self._closing = True
+            merging, self._merging = self._merging, []
+        for m in merging:
+            m.close()
         self.stop()
         if self._trace is not None:
             self._trace.close()
@@ -287,11 +413,15 @@ class Client:
 
     def _call(self, dest: str, path: str, iface: str, member: str, sig: str = "", body: tuple = (),
               timeout: Optional[float] = None) -> tuple:
+        _check_body(iface, member, sig, body)
         with self._state:
             conn, lost = self._conn, self._lost
         if conn is None or lost is not None:
             raise lost or ConnectionLost("not connected")
-        msg = new_method_call(DBusAddress(path, bus_name=dest, interface=iface), member, sig or None, body)
+        try:
+            msg = new_method_call(DBusAddress(path, bus_name=dest, interface=iface), member, sig or None, body)
+        except Exception as e:  # noqa: BLE001 -- jeepney's ValueError, TypeError ...: an OrdoError
+            raise InvalidArgument(f"{member}: the message cannot be built: {e}") from None
         serial = next(conn.outgoing_serial)
         with self._state:
             self._expect[serial] = _DBUS if dest == _DBUS else self._owner
@@ -301,6 +431,10 @@ class Client:
         except OSError as e:
             self._mark_lost(conn, e)
             raise ConnectionLost(f"{member}: the connection was lost ({e})") from None
+        except Exception as e:  # noqa: BLE001 -- serialising failed: nothing was sent
+            with self._state:
+                self._expect.pop(serial, None)
+            raise InvalidArgument(f"{member}: the message cannot be sent: {e!r}") from None
         t = self.timeout if timeout is None else timeout
         try:
             reply = self._wait(lambda: self._replies.pop(serial, None), time.monotonic() + t)
@@ -662,7 +796,7 @@ class Client:
     def merging_writer(self, max_batch_keypaths: int = 4096) -> "MergingWriter":
         """A :class:`MergingWriter` on this client: writes issued while one of
         its ``Commit`` s is in flight join the next one (like dconf's
-        ``write_fast``)."""
+        ``write_fast``). Closing the client closes it."""
         return MergingWriter(self, max_batch_keypaths)
 
 
@@ -743,6 +877,8 @@ class Writer:
                 raise InvalidArgument(f"writer {self.name!r} returned {type(result).__name__}; "
                                       "return None, a dict of sets or ordo.Writes")
             body = _writes_body(result.set, result.touch, result.remove)
+            # refused here (a NUL in a keypath ...) rather than by the Complete call: answered with nothing
+            _check_body(INTERFACE, "Complete", "ota{sv}asas", (note.contract, note.txn, *body))
         except Exception as e:  # the pass waits for us: answer with nothing
             self.client.on_error(self, e)
             body = ({}, [], [])
@@ -1154,7 +1290,8 @@ class MergingWriter:
 
     Thread-safe: any thread may write; each write returns the
     :class:`MergedWrite` of its batch. Use it as a context manager to flush
-    and close at the end of a block.
+    and close at the end of a block; closing the client closes it as well
+    (the writes issued before are still sent).
     """
 
     def __init__(self, client: Client, max_batch_keypaths: int = 4096):
@@ -1173,6 +1310,10 @@ class MergingWriter:
         self._unreported: Optional[OrdoError] = None
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="ordo-merging-writer", daemon=True)
+        with client._state:  # closing the client closes it (and ends its thread)
+            if client._closing:
+                raise ConnectionLost("the client is closed")
+            client._merging.append(self)
         self._thread.start()
 
     def __enter__(self) -> "MergingWriter":
@@ -1265,10 +1406,14 @@ class MergingWriter:
 
     def close(self) -> None:
         """Stops the sending thread after the writes issued so far were sent
-        and answered; further writes raise."""
+        and answered; further writes raise. Closing its client does this too."""
         with self._cv:
             self._closed = True
             self._cv.notify_all()
+        c = self.client
+        with c._state:
+            if self in c._merging:
+                c._merging.remove(self)
         if self._thread is not threading.current_thread():
             self._thread.join(timeout=self.client.timeout + 5)
 

@@ -6,7 +6,7 @@ Python    D-Bus variant   C (ordo_type)     note
 bool      ``b``           ORDO_TYPE_BOOL    checked before int (bool is an int)
 int       ``x``           ORDO_TYPE_INT64   -2**63 .. 2**63-1
 float     ``d``           ORDO_TYPE_DOUBLE  any double, NaN included
-str       ``s``           ORDO_TYPE_STRING  UTF-8 (lone surrogates are refused)
+str       ``s``           ORDO_TYPE_STRING  UTF-8 (lone surrogates and NUL characters are refused)
 bytes     ``ay``          ORDO_TYPE_BYTES   bytearray and memoryview are accepted
 ========  ==============  ================  ==========
 
@@ -43,6 +43,8 @@ def check_value(value: Any, key: str = "") -> Value:
     if isinstance(value, float):
         return float(value)
     if isinstance(value, str):
+        if "\0" in value:
+            raise InvalidArgument(f"{_what(key)}: {value!r} contains a NUL character (D-Bus strings cannot hold one)")
         try:
             value.encode("utf-8")
         except UnicodeEncodeError as e:
