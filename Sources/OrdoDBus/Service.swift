@@ -390,9 +390,7 @@ public final class DBusService: @unchecked Sendable {
     Method(introspectable, "Introspect", "") { _, c in c.m.methodReturn { $0.string(introspectionXML) } },
     Method(properties, "Get", "ss", label: "Properties.Get") { s, c throws(OrdoServiceError) in try s.propertyGet(c.m) },
     Method(properties, "GetAll", "s", label: "Properties.GetAll") { s, c throws(OrdoServiceError) in try s.propertyGetAll(c.m) },
-    Method(properties, "Set", "ssv", label: "Properties.Set") { _, _ throws(OrdoServiceError) in
-      throw .other(name: DBusErrorName.propertyReadOnly, message: "the properties of \(ordoInterface) are read-only")
-    },
+    Method(properties, "Set", "ssv", label: "Properties.Set") { s, c throws(OrdoServiceError) in try s.propertySet(c.m) },
   ]
 
   private static let methodIndex: [String: Method] = {
@@ -737,7 +735,8 @@ public final class DBusService: @unchecked Sendable {
   private func contractID(_ path: String) -> ContractID? {
     guard path.hasPrefix(ordoContractPathPrefix) else { return nil }
     let digits = path.dropFirst(ordoContractPathPrefix.count)
-    guard !digits.isEmpty, digits.count <= 20, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+    // Only the paths the service hands out: no leading zero (…/0009 is not …/9).
+    guard !digits.isEmpty, digits.count <= 20, digits.first != "0", digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
     return ContractID(digits)
   }
 
@@ -1064,6 +1063,19 @@ public final class DBusService: @unchecked Sendable {
     default:
       throw .other(name: DBusErrorName.unknownProperty, message: "\(ordoInterface) has no property \(p); it has Transaction, Version and Epoch")
     }
+  }
+
+  /// Every property is read-only; an unknown interface or property gets
+  /// the error `Get` gives for it.
+  private func propertySet(_ m: DBusMessageRef) throws(OrdoServiceError) -> DBusMessageRef? {
+    var r = m.reader()
+    try propertyInterface(&r)
+    let p: String
+    do { p = try r.string("property_name") } catch { throw .invalidArgs(error.message) }
+    guard ["Transaction", "Version", "Epoch"].contains(p) else {
+      throw .other(name: DBusErrorName.unknownProperty, message: "\(ordoInterface) has no property \(p); it has Transaction, Version and Epoch")
+    }
+    throw .other(name: DBusErrorName.propertyReadOnly, message: "the properties of \(ordoInterface) are read-only (\(p))")
   }
 
   private func propertyGetAll(_ m: DBusMessageRef) throws(OrdoServiceError) -> DBusMessageRef? {

@@ -83,6 +83,11 @@ class Basics(DBusTest):
                                "Transaction", ("t", 5), iface="org.freedesktop.DBus.Properties")
         self.assertRemoteError("org.freedesktop.DBus.Error.UnknownProperty", p.call, "Get", "ss", IFACE, "Nope",
                                iface="org.freedesktop.DBus.Properties")
+        # Set of what does not exist gets the error Get gives for it.
+        self.assertRemoteError("org.freedesktop.DBus.Error.UnknownProperty", p.call, "Set", "ssv", IFACE, "Nope",
+                               ("t", 5), iface="org.freedesktop.DBus.Properties")
+        self.assertRemoteError("org.freedesktop.DBus.Error.UnknownInterface", p.call, "Set", "ssv",
+                               "org.example.None", "Transaction", ("t", 5), iface="org.freedesktop.DBus.Properties")
         out = self.env.tool("busctl", "--user", "get-property", NAME, PATH, IFACE, "Transaction").stdout
         self.assertEqual(out.strip(), "t 1")
 
@@ -230,6 +235,9 @@ class Ordering(DBusTest):
         w, r = self.env.peer(), self.env.peer()
         path = r.register("o", ["a"])
         self.assertTrue(path.startswith(CONTRACT_PREFIX) and path[len(CONTRACT_PREFIX):].isdigit(), path)
+        # Only the path handed out names the contract: no leading zeros.
+        alias = CONTRACT_PREFIX + "000" + path[len(CONTRACT_PREFIX):]
+        self.assertRemoteError(E("NotFound"), r.unregister, alias)
         r.unregister(path)
         w.commit({"a": ("x", 1)})
         r.no_notify()
