@@ -465,12 +465,31 @@ public final class Bus: @unchecked Sendable {
   ///   ``OrdoError/Code/contractViolation`` for a pattern the contract may
   ///   not read.
   public func snapshot(_ patterns: [String]) throws(OrdoError) -> Snapshot {
+    try snapshot(patterns, committed: false)
+  }
+
+  /// ``snapshot(_:)-([String])`` of the last committed state, also on the
+  /// thread of the running pass: what a bridge answers a peer that takes
+  /// no part in that pass (D-Bus: any peer but the awaited writer's).
+  package func committedSnapshot(_ patterns: [String]) throws(OrdoError) -> Snapshot {
+    try snapshot(patterns, committed: true)
+  }
+
+  /// The last committed transaction id, also on the thread of the running
+  /// pass (see ``committedSnapshot(_:)``).
+  package var committedTransactionID: UInt64 {
+    lockGate()
+    defer { gate.lock.unlock() }
+    return store.lastTransaction
+  }
+
+  private func snapshot(_ patterns: [String], committed: Bool) throws(OrdoError) -> Snapshot {
     let parsed = try Bus.parse(patterns)
     lockGate()
     defer { gate.lock.unlock() }
     let compiled = parsed.map(store.compileQuery)
     if let c = gate.reader { try Rules.checkRead(c, patterns: compiled, as: patterns) }
-    let own = gate.isOwner
+    let own = gate.isOwner && !committed
     var vs: [String: Value] = [:]
     var cs: [String: UInt64] = [:]
     for p in compiled {
@@ -479,7 +498,7 @@ public final class Bus: @unchecked Sendable {
         if n.counter > 0 { cs[n.key] = n.counter }
       }
     }
-    return Snapshot(values: vs, counters: cs, transaction: visibleTransaction())
+    return Snapshot(values: vs, counters: cs, transaction: committed ? store.lastTransaction : visibleTransaction())
   }
 
   /// What changed after transaction `since` among the keypaths matching the

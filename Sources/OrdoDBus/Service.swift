@@ -388,8 +388,8 @@ public final class DBusService: @unchecked Sendable {
     Method(ordoInterface, "SubscribeTrace", "as", right: .read) { s, c throws(OrdoServiceError) in try s.subscribeTrace(c) },
     Method(ordoInterface, "UnsubscribeTrace", "") { s, c in s.unsubscribeTrace(c) },
     Method(introspectable, "Introspect", "") { _, c in c.m.methodReturn { $0.string(introspectionXML) } },
-    Method(properties, "Get", "ss", label: "Properties.Get") { s, c throws(OrdoServiceError) in try s.propertyGet(c.m) },
-    Method(properties, "GetAll", "s", label: "Properties.GetAll") { s, c throws(OrdoServiceError) in try s.propertyGetAll(c.m) },
+    Method(properties, "Get", "ss", label: "Properties.Get") { s, c throws(OrdoServiceError) in try s.propertyGet(c.m, c.sender) },
+    Method(properties, "GetAll", "s", label: "Properties.GetAll") { s, c throws(OrdoServiceError) in try s.propertyGetAll(c.m, c.sender) },
     Method(properties, "Set", "ssv", label: "Properties.Set") { s, c throws(OrdoServiceError) in try s.propertySet(c.m) },
   ]
 
@@ -418,14 +418,42 @@ public final class DBusService: @unchecked Sendable {
   }
 
   /// Whether a call must wait for the running pass: `Commit`s while a pass
-  /// waits for a writer on this thread; `Register`, `Unregister` and
-  /// `Commit` while a pass on another thread waits (they would wait for the
-  /// bus that pass holds); and any of them behind calls already queued.
-  private func mustQueue(_ q: Queueing) -> Bool {
+  /// waits for a writer on this thread, and a `Register` of a peer that
+  /// holds no writer contract (its contract then joins after that pass,
+  /// which its catch-up read covers: docs/dbus.md, "While a pass waits";
+  /// a peer with writers may be awaited later in the pass, so its
+  /// `Register` never waits for it);
+  /// `Register`, `Unregister` and `Commit` while a pass on another thread
+  /// waits (they would wait for the bus that pass holds); and any of them
+  /// behind calls already queued.
+  private func mustQueue(_ q: Queueing, member: String, sender: String) -> Bool {
     if q == .never { return false }
     if q == .whilePassWaits && loopWaits > 0 { return true }
+    if member == "Register" && outsideWaitingPass(sender), (remote.peers[sender]?.maxTimeoutMs.load(ordering: .relaxed) ?? 0) == 0 {
+      return true
+    }
     if loopWaits == 0 && !deferred.isEmpty { return true }
     return slot.active?.foreign == true
+  }
+
+  /// Whether `sender` takes no part in a pass that waits for a writer on
+  /// this thread: any peer but the awaited writer's. It sees the last
+  /// committed state (`Get`, `Snapshot`, `Transaction`), as another thread
+  /// of the process would; the awaited writer sees the running
+  /// transaction, whose values it may need.
+  private func outsideWaitingPass(_ sender: String) -> Bool {
+    guard loopWaits > 0, let a = slot.active, !a.foreign else { return false }
+    return a.owner != sender
+  }
+
+  /// The snapshot `sender` sees (see ``outsideWaitingPass(_:)``).
+  private func snapshot(_ patterns: [String], for sender: String) throws(OrdoError) -> Snapshot {
+    outsideWaitingPass(sender) ? try bus.committedSnapshot(patterns) : try bus.snapshot(patterns)
+  }
+
+  /// The last transaction id `sender` sees (see ``outsideWaitingPass(_:)``).
+  private func transactionID(for sender: String) -> UInt64 {
+    outsideWaitingPass(sender) ? bus.committedTransactionID : bus.transactionID
   }
 
   /// Runs the queued calls in arrival order, unless a pass still waits.
@@ -461,7 +489,7 @@ public final class DBusService: @unchecked Sendable {
         resumes += 1
         log(.info, "\(sender) called \(member): its writer contracts are awaited again")
       }
-      if path == ordoObjectPath, let row = try? Self.method(m.interface, member), mustQueue(row.queueing) {
+      if path == ordoObjectPath, let row = try? Self.method(m.interface, member), mustQueue(row.queueing, member: member, sender: sender) {
         queued += 1
         deferred.append(.call(m))
         log(.debug, "\(sender) \(member) queued until the running pass ends (\(deferred.count) queued)")
@@ -850,7 +878,7 @@ public final class DBusService: @unchecked Sendable {
     } catch { throw .ordo(error) }
     try c.access.require(.read, k, for: "Get")
     do throws(OrdoError) {
-      snap = try bus.snapshot([k])
+      snap = try snapshot([k], for: c.sender)
     } catch { throw .ordo(error) }
     let counter = snap.counters[k] ?? 0
     guard let v = snap.values[k] else {
@@ -874,7 +902,7 @@ public final class DBusService: @unchecked Sendable {
     var r = c.m.reader()
     let patterns = try r.stringArray("patterns", limit: limits.maxKeypathsPerCall)
     var snap: Snapshot
-    do { snap = try bus.snapshot(patterns) } catch { throw .ordo(error) }
+    do { snap = try snapshot(patterns, for: c.sender) } catch { throw .ordo(error) }
     // Only what the caller may read.
     if let f = c.access.readFilter {
       snap.values = snap.values.filter { f.allows($0.key) }
@@ -1046,14 +1074,14 @@ public final class DBusService: @unchecked Sendable {
     }
   }
 
-  private func propertyGet(_ m: DBusMessageRef) throws(OrdoServiceError) -> DBusMessageRef? {
+  private func propertyGet(_ m: DBusMessageRef, _ sender: String) throws(OrdoServiceError) -> DBusMessageRef? {
     var r = m.reader()
     try propertyInterface(&r)
     let p: String
     do { p = try r.string("property_name") } catch { throw .invalidArgs(error.message) }
     switch p {
     case "Transaction":
-      let t = bus.transactionID
+      let t = transactionID(for: sender)
       return m.methodReturn { $0.container(ORDO_DBUS_TYPE_VARIANT, "t") { $0.uint64(t) } }
     case "Version":
       return m.methodReturn { $0.container(ORDO_DBUS_TYPE_VARIANT, "s") { $0.string(ordoDBusVersion) } }
@@ -1078,10 +1106,10 @@ public final class DBusService: @unchecked Sendable {
     throw .other(name: DBusErrorName.propertyReadOnly, message: "the properties of \(ordoInterface) are read-only (\(p))")
   }
 
-  private func propertyGetAll(_ m: DBusMessageRef) throws(OrdoServiceError) -> DBusMessageRef? {
+  private func propertyGetAll(_ m: DBusMessageRef, _ sender: String) throws(OrdoServiceError) -> DBusMessageRef? {
     var r = m.reader()
     try propertyInterface(&r)
-    let t = bus.transactionID
+    let t = transactionID(for: sender)
     let e = bus.epoch
     return m.methodReturn { w in
       w.dict { d in

@@ -524,5 +524,55 @@ class DroppedNotify(ResumeTest):
         self.assertEqual(wait_position(pos, (epoch(p), 201)), (epoch(p), 201))
 
 
+class WaitingPass(ResumeTest):
+    def test_catching_up_while_a_pass_waits_for_a_writer(self):
+        """A watcher that starts while a pass waits for a writer of another
+        peer prints every change of that pass once: its Register waits for
+        the pass, so its catch-up read covers the whole transaction (with a
+        position: Changes; without: Snapshot)."""
+        for with_position in (True, False):
+            with self.subTest(with_position=with_position):
+                env = self.env
+                tag = "p" if with_position else "s"
+                pos = os.path.join(env.dir, f"race-{tag}.pos")
+                p, w = env.peer(), env.peer()
+                base = p.commit({f"{tag}.base": ("x", 1)})
+                if with_position:
+                    with open(pos, "w") as f:
+                        f.write(f"epoch {epoch(p)}\ntxn {base}\n")
+                writer = w.register(f"{tag}-writer", [f"{tag}.in"], [f"{tag}.out"],
+                                    {"priority": ("i", -3), "timeout-ms": ("u", 4000)})
+                done = {}
+                bg = threading.Thread(target=lambda: done.setdefault("txn", env.peer().commit({f"{tag}.in": ("x", 1)})),
+                                      daemon=True)
+                bg.start()
+                note = w.next_notify()
+                txn = note[1]
+                self.assertEqual(txn, base + 1)
+                queued = p.stats()["queued"]
+                proc, lines = self.watcher(pos, (f"{tag}.**",))
+                deadline = time.monotonic() + 10
+                while p.stats()["queued"] == queued:  # the watcher's Register waits for the pass
+                    self.assertLess(time.monotonic(), deadline, "the watcher's Register was not queued")
+                    time.sleep(0.02)
+                w.call("Complete", "ota{sv}asas", writer, txn, {f"{tag}.out": ("x", 7)}, [], [])
+                bg.join(10)
+                self.assertEqual(done.get("txn"), txn)
+                kind = "changes" if with_position else "snapshot"
+                lines.wait_for(lambda l: l["kind"] == kind, what=f"the {kind} line")
+                later = p.commit({f"{tag}.later": ("x", 3)})
+                lines.wait_for(lambda l: l["txn"] == later)
+                self.assertEqual(stop(proc, signal.SIGTERM), 0)
+                out = lines.finish()
+                self.assertEqual([(l["kind"], l["txn"]) for l in out], [(kind, txn), ("notify", later)])
+                caught = {k: plain(v) for k, v in out[0]["values"].items()}
+                expect = {f"{tag}.in": 1, f"{tag}.out": 7}
+                if not with_position:
+                    expect[f"{tag}.base"] = 1
+                self.assertEqual(caught, expect)
+                self.assertEqual(out[1]["changed"], [f"{tag}.later"])
+                w.unregister(writer)
+
+
 if __name__ == "__main__":
     harness.main("dbus resync")

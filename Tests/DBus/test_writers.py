@@ -323,37 +323,52 @@ class Writers(DBusTest):
     def test_commits_arriving_during_a_waiting_pass_are_queued(self):
         gate = threading.Event()
         w = self.writer()
+        seen = {}
 
         def slow(peer, txn, changed, values):
+            # The awaited writer reads the running transaction (what it
+            # needs to compute): its values and id; counters rise when it
+            # commits.
+            seen["get"] = peer.peer.get("in.a")
+            seen["snapshot"] = peer.peer.snapshot(["in.a"])
+            seen["txn"] = peer.peer.call("Get", "ss", IFACE, "Transaction", iface="org.freedesktop.DBus.Properties")[0]
             gate.wait(10)
             return {"out.n": ("x", values["in.a"][1])}, (), ()
         w.add("slow", ["in.a"], ["out.n"], slow, {"priority": ("i", -1), "timeout-ms": ("u", 15000)})
         w.start()
-        r, q = self.env.peer(), self.env.peer()
+        r, q, g = self.env.peer(), self.env.peer(), self.env.peer()
+        tmp = r.register("tmp", ["zzz"])
         bg = BackgroundCommit(self.env.address, {"in.a": ("x", 1)})
         deadline = time.monotonic() + 10
         while not w.calls:
             self.assertLess(time.monotonic(), deadline, "the writer was not called")
             time.sleep(0.01)
-        # Three Commits from q, sent without waiting: queued, no reply yet.
+        # Another peer's Register queues (its contract joins after the pass,
+        # which its catch-up read then covers), then three Commits from q,
+        # sent without waiting: queued, no reply yet.
+        registered = {}
+        reg = threading.Thread(target=lambda: registered.setdefault("obs", g.register("obs", ["k"])), daemon=True)
+        reg.start()
+        while r.stats()["queued-now"] < 1:
+            self.assertLess(time.monotonic(), deadline, f"Register not queued: {r.stats()}")
+            time.sleep(0.02)
         for i in range(3):
             q.conn.send(q.message("Commit", "a{sv}asas", ({"k": ("x", 10 + i)}, [], [])))
-        # Everything else is answered meanwhile.
-        # Reads see the running transaction (what its writers need): its
-        # values and id; counters rise when it commits.
-        self.assertEqual(r.get("in.a"), ("x", 1, 0))
-        self.assertEqual(r.snapshot(["in.a"]), ({"in.a": ("x", 1)}, {}, 1))
-        obs = r.register("obs", ["k"])
-        self.assertEqual(r.call("Introspect", iface="org.freedesktop.DBus.Introspectable")[0][:5], "<!DOC")
-        self.assertEqual(r.call("Get", "ss", IFACE, "Transaction", iface="org.freedesktop.DBus.Properties")[0],
-                         ("t", 1))
-        self.assertIn("obs", [x["name"] for x in r.contracts()])
-        deadline = time.monotonic() + 5
-        while r.stats()["queued-now"] < 3:
+        while r.stats()["queued-now"] < 4:
             self.assertLess(time.monotonic(), deadline, f"Commits not queued: {r.stats()}")
             time.sleep(0.02)
-        tmp = r.register("tmp", ["zzz"])
-        r.unregister(tmp)
+        # Everything else is answered meanwhile. A peer that takes no part
+        # in the pass sees the last committed state, as another thread would.
+        self.assertRemoteError(E("NotFound"), r.get, "in.a")
+        self.assertEqual(r.snapshot(["in.a"]), ({}, {}, 0))
+        self.assertEqual(r.call("Get", "ss", IFACE, "Transaction", iface="org.freedesktop.DBus.Properties")[0],
+                         ("t", 0))
+        self.assertEqual(r.call("GetAll", "s", IFACE, iface="org.freedesktop.DBus.Properties")[0]["Transaction"],
+                         ("t", 0))
+        self.assertEqual(r.call("Introspect", iface="org.freedesktop.DBus.Introspectable")[0][:5], "<!DOC")
+        self.assertNotIn("obs", [x["name"] for x in r.contracts()])
+        r.unregister(tmp)  # Unregister is answered at once
+        self.assertTrue(reg.is_alive(), "the Register was answered during the pass")
         # No reply to the queued Commits yet.
         end = time.monotonic() + 0.3
         while True:
@@ -364,6 +379,9 @@ class Writers(DBusTest):
             self.assertNotIn(m.header.message_type, (MessageType.method_return, MessageType.error), m.body)
         gate.set()
         self.assertEqual(bg.join(), 1)
+        reg.join(10)
+        self.assertFalse(reg.is_alive(), "the queued Register was not answered")
+        self.assertEqual(seen, {"get": ("x", 1, 0), "snapshot": ({"in.a": ("x", 1)}, {}, 1), "txn": ("t", 1)})
         replies = []
         deadline = time.monotonic() + 10
         while len(replies) < 3:
@@ -373,12 +391,14 @@ class Writers(DBusTest):
             elif m.header.message_type == MessageType.error:
                 self.fail(f"queued Commit failed: {m.body}")
         self.assertEqual(replies, [2, 3, 4])
-        self.assertEqual([n[1:] for n in r.notifies(3)], [(t, ["k"], {"k": ("x", 8 + t)}) for t in (2, 3, 4)])
+        # The Register ran first (it came first): its contract saw them all.
+        obs = registered["obs"]
+        self.assertEqual(g.notifies(3),
+                         [(obs, t, ["k"], {"k": ("x", 8 + t)}) for t in (2, 3, 4)])
         self.assertEqual(r.get("k"), ("x", 12, 3))
         self.assertEqual(r.get("out.n"), ("x", 1, 1))
         st = r.stats()
-        self.assertEqual((st["queued"], st["queued-now"], st["timeouts"]), (3, 0, 0))
-        self.assertTrue(obs)
+        self.assertEqual((st["queued"], st["queued-now"], st["timeouts"]), (4, 0, 0))
 
     def test_python_writer_example(self):
         example = os.path.join(os.path.dirname(DOC_XML), "..", "examples", "python", "ordo_writer.py")
