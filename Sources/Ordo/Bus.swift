@@ -302,7 +302,10 @@ public final class Bus: @unchecked Sendable {
     resolved.reserveCapacity(batch.count)
     for w in batch {  // every keypath is valid before anything else
       switch w {
-      case .set(let k, let v): resolved.append((try store.target(k), .set(v)))
+      case .set(let k, let v):
+        let t = try store.target(k)
+        try Rules.checkValue(.set(v), k)
+        resolved.append((t, .set(v)))
       case .touch(let k): resolved.append((try store.target(k), .touch))
       case .remove(let k): resolved.append((try store.target(k), .remove))
       case .removeTree(let k): resolved.append((try store.target(k), .removeTree))
@@ -342,6 +345,7 @@ public final class Bus: @unchecked Sendable {
   /// then one apply. Lock held.
   @inline(__always)
   func write(_ t: Target, _ op: WriteOp) throws(OrdoError) {
+    try Rules.checkValue(op, t.keypath)
     let access = gate.writeAccess
     switch access {
     case .free:

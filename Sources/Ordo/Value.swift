@@ -12,6 +12,18 @@ import Darwin
 /// Equality is the bus's notion of "no change": the same type and the same
 /// content, doubles compared bit for bit (so `0.0 != -0.0` and a NaN equals
 /// the same NaN).
+extension String {
+  /// The byte offset of the first U+0000 in the UTF-8 form, nil if none
+  /// (see ``Value/string(_:)``).
+  package var nulOffset: Int? {
+    var s = self
+    return s.withUTF8 { b in
+      guard let base = b.baseAddress, let p = memchr(base, 0, b.count) else { return nil }
+      return UnsafeRawPointer(p) - UnsafeRawPointer(base)
+    }
+  }
+}
+
 public enum Value: Hashable, Sendable, CustomStringConvertible {
   /// A boolean.
   case bool(Bool)
@@ -19,7 +31,9 @@ public enum Value: Hashable, Sendable, CustomStringConvertible {
   case int64(Int64)
   /// An IEEE 754 double, compared bit for bit.
   case double(Double)
-  /// A UTF-8 string.
+  /// A UTF-8 string without U+0000: a write of one that holds a NUL
+  /// character is refused with ``OrdoError/Code/invalidArgument``, since C
+  /// (`ordo_get_string`) and D-Bus strings cannot carry it.
   case string(String)
   /// Arbitrary bytes.
   case bytes([UInt8])

@@ -231,7 +231,9 @@ public final class OrdoClient {
       throw OrdoRemoteError(name: DBusErrorName.dbus, message: "cannot build a \(member) call")
     }
     var w = m.writer()
+    w.checked = true
     build(&w)
+    if let problem = w.problem { throw OrdoRemoteError(name: DBusErrorName.invalidArgs, message: "\(member): \(problem)") }
     var err = DBusError()
     dbus_error_init(&err)
     defer { dbus_error_free(&err) }

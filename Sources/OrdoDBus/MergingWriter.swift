@@ -143,8 +143,13 @@ public final class MergingWriter {
     if set.isEmpty && touch.isEmpty && remove.isEmpty {
       throw Self.error(DBusErrorName.ordo(.invalidArgument), "a merged write needs at least one set, touch or remove")
     }
-    do {
-      for (k, _) in set { _ = try Keypath(k) }
+    do throws(OrdoError) {
+      for (k, v) in set {
+        _ = try Keypath(k)
+        if case .string(let s) = v, let at = s.nulOffset {
+          throw OrdoError(.invalidArgument, "the string for \"\(k)\" holds a NUL character (U+0000) at byte \(at): D-Bus strings cannot carry one")
+        }
+      }
       for k in touch { _ = try Keypath(k) }
       for k in remove { _ = try Keypath(k.hasSuffix(".**") ? String(k.dropLast(3)) : k) }
     } catch {

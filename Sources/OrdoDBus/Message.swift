@@ -212,6 +212,14 @@ struct MessageReader {
 struct MessageWriter {
   let message: DBusMessageRef
   var iter = DBusMessageIter()
+  /// Whether strings and object paths from a caller are checked (a
+  /// client's calls): libdbus would cut a string at a NUL character and
+  /// abort the process on an invalid object path. The first argument that
+  /// could not be written as given is then in ``problem``, and the message
+  /// must not be sent.
+  var checked = false
+  /// See ``checked``.
+  private(set) var problem: String?
 
   init(_ message: DBusMessageRef) {
     self.message = message
@@ -226,8 +234,20 @@ struct MessageWriter {
     if ok == 0 { fatalError("libdbus: out of memory while building a message") }
   }
 
-  mutating func string(_ s: String) { Self.check(ordo_iter_append_string(&iter, ORDO_DBUS_TYPE_STRING, s)) }
-  mutating func objectPath(_ s: String) { Self.check(ordo_iter_append_string(&iter, ORDO_DBUS_TYPE_OBJECT_PATH, s)) }
+  mutating func string(_ s: String) {
+    if checked, problem == nil, let at = s.nulOffset {
+      problem = "\(s.debugDescription) holds a NUL character (U+0000) at byte \(at): D-Bus strings cannot carry one"
+    }
+    Self.check(ordo_iter_append_string(&iter, ORDO_DBUS_TYPE_STRING, s))
+  }
+  mutating func objectPath(_ s: String) {
+    if checked, dbus_validate_path(s, nil) == 0 {
+      if problem == nil { problem = "\(s.debugDescription) is not a D-Bus object path" }
+      Self.check(ordo_iter_append_string(&iter, ORDO_DBUS_TYPE_OBJECT_PATH, "/"))
+      return
+    }
+    Self.check(ordo_iter_append_string(&iter, ORDO_DBUS_TYPE_OBJECT_PATH, s))
+  }
   mutating func bool(_ b: Bool) { Self.check(ordo_iter_append_bool(&iter, b ? 1 : 0)) }
   mutating func int32(_ v: Int32) { Self.check(ordo_iter_append_int32(&iter, v)) }
   mutating func uint32(_ v: UInt32) { Self.check(ordo_iter_append_uint32(&iter, v)) }
@@ -241,12 +261,14 @@ struct MessageWriter {
   /// Appends a container (`a`, `v`, `{`, `(`) whose content `body` writes.
   mutating func container(_ type: Int32, _ signature: String?, _ body: (inout MessageWriter) -> Void) {
     var sub = MessageWriter(message: message)
+    sub.checked = checked
     if let signature {
       Self.check(dbus_message_iter_open_container(&iter, type, signature, &sub.iter))
     } else {
       Self.check(dbus_message_iter_open_container(&iter, type, nil, &sub.iter))
     }
     body(&sub)
+    if problem == nil { problem = sub.problem }
     Self.check(dbus_message_iter_close_container(&iter, &sub.iter))
   }
 

@@ -108,6 +108,25 @@ import Glibc
   } catch {
     #expect(error.code == .notFound)
   }
+  // What libdbus would cut short (a NUL) or abort on (a bad object path)
+  // is refused before anything is sent.
+  func refused(_ what: String, _ call: () throws(OrdoRemoteError) -> Void) {
+    do {
+      try call()
+      Issue.record("\(what) was sent")
+    } catch {
+      #expect(error.name == DBusErrorName.invalidArgs, "\(what): \(error)")
+    }
+  }
+  refused("a NUL in a value") { () throws(OrdoRemoteError) in _ = try client.commit(set: [("a.x", .string("a\u{0}b"))]) }
+  refused("a NUL in a keypath") { () throws(OrdoRemoteError) in _ = try client.get("a.x\u{0}.y") }
+  refused("a bad object path") { () throws(OrdoRemoteError) in try client.unregister("not a path") }
+  refused("a path with a trailing /") { () throws(OrdoRemoteError) in try client.unregister(ordoContractPathPrefix + "1/") }
+  let merging = MergingWriter(client: client)
+  let refused = #expect(throws: OrdoRemoteError.self) { try merging.set("a.x", .string("\u{0}")) }
+  #expect(refused?.code == .invalidArgument)
+  #expect(bus.transactionID == 1)
+  #expect(try client.get("a.x").0 == .int64(3))
   client.close()
 }
 

@@ -22,6 +22,35 @@ import Testing
     #expect(Value.string("é") != Value.string("e\u{301}"))
   }
 
+  /// A string with U+0000 is refused on every write path (C and D-Bus
+  /// strings cannot carry it), and nothing changes.
+  @Test func aStringWithANulCharacterIsRefused() throws {
+    let bus = Bus()
+    let p = try bus.property("p", as: String.self)
+    let h = try bus.resolve("h")
+    try bus.commitWith { try bus.set("k", .string("ok")) }
+    let writes: [(String, () throws(OrdoError) -> Void)] = [
+      ("k", { () throws(OrdoError) in try bus.set("k", .string("a\u{0}b")) }),
+      ("n", { () throws(OrdoError) in try bus.set("n", .string("\u{0}")) }),
+      ("p", { () throws(OrdoError) in try p.set("x\u{0}") }),
+      ("h", { () throws(OrdoError) in try bus.set(h, .string("é\u{0}")) }),
+      ("k", { () throws(OrdoError) in try bus.write([.set("k2", .int64(1)), .set("k", .string("a\u{0}"))]) }),
+    ]
+    for (k, write) in writes {
+      bus.begin()
+      let e = #expect(throws: OrdoError.self) { try write() }
+      #expect(e?.code == .invalidArgument)
+      #expect(e?.message.contains("\"\(k)\" holds a NUL character (U+0000)") == true, "\(e?.message ?? "")")
+      #expect(try bus.commit() == 0)
+    }
+    #expect(try bus.value("k") == .string("ok"))
+    #expect(try bus.value("k2") == nil)
+    #expect(bus.transactionID == 1)
+    #expect("a\u{0}b".nulOffset == 1)
+    #expect("é\u{0}".nulOffset == 2)
+    #expect("abc".nulOffset == nil)
+  }
+
   @Test func hashAgreesWithEquality() {
     let set: Set<Value> = [.double(0.0), .double(-0.0), .double(.nan), .double(.nan), .int64(1), .double(1)]
     #expect(set.count == 5)
