@@ -304,7 +304,7 @@ public final class Bus: @unchecked Sendable {
       switch w {
       case .set(let k, let v):
         let t = try store.target(k)
-        try Rules.checkValue(.set(v), k)
+        if case .string(let s) = v { try Rules.checkString(s, t) }
         resolved.append((t, .set(v)))
       case .touch(let k): resolved.append((try store.target(k), .touch))
       case .remove(let k): resolved.append((try store.target(k), .remove))
@@ -345,7 +345,7 @@ public final class Bus: @unchecked Sendable {
   /// then one apply. Lock held.
   @inline(__always)
   func write(_ t: Target, _ op: WriteOp) throws(OrdoError) {
-    try Rules.checkValue(op, t.keypath)
+    if case .set(.string(let s)) = op { try Rules.checkString(s, t) }
     let access = gate.writeAccess
     switch access {
     case .free:

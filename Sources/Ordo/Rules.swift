@@ -11,10 +11,10 @@ enum Rules {
   /// A value every surface can carry (SPEC §2; docs/semantics.md): a
   /// string without U+0000, which C strings (`ordo_get_string`) and D-Bus
   /// strings cannot hold, so a reader there would get it cut short.
-  @inline(__always)
-  static func checkValue(_ op: WriteOp, _ k: @autoclosure () -> String) throws(OrdoError) {
-    guard case .set(.string(let s)) = op, let at = s.nulOffset else { return }
-    throw OrdoError(.invalidArgument, "the string for \"\(k())\" holds a NUL character (U+0000) at byte \(at): C and D-Bus strings cannot carry one")
+  @inline(never)
+  static func checkString(_ s: String, _ t: Target) throws(OrdoError) {
+    guard let at = s.nulOffset else { return }
+    throw OrdoError(.invalidArgument, "the string for \"\(t.keypath)\" holds a NUL character (U+0000) at byte \(at): C and D-Bus strings cannot carry one")
   }
 
   /// The running contract's write rules: the write set allows the write
