@@ -675,7 +675,7 @@ public final class DBusService: @unchecked Sendable {
     var seen = 0
     while !opts.atEnd {
       seen += 1
-      guard seen <= 16 else { throw .invalidArgs("Register: more than 16 options") }
+      guard seen <= 16 else { throw .ordo(OrdoError(.limit, "Register: more than 16 options (there are three: priority, notify-initial, timeout-ms)")) }
       var e = opts.recurse()
       opts.next()
       let key: String
@@ -823,8 +823,18 @@ public final class DBusService: @unchecked Sendable {
       sets.append((k, try e.value("\(method): value of \"\(k)\"", maxBytes: limits.maxValueBytes)))
     }
     let left = limits.maxKeypathsPerCall - sets.count
-    let touch = try r.stringArray("\(method) touch", limit: left)
-    let remove = try r.stringArray("\(method) remove", limit: left - touch.count)
+    let touch: [String]
+    let remove: [String]
+    do throws(OrdoServiceError) {
+      touch = try r.stringArray("\(method) touch", limit: left)
+      remove = try r.stringArray("\(method) remove", limit: left - touch.count)
+    } catch {
+      // The limit is on the three lists together: say so, not what was left of it.
+      if case .ordo(let e) = error, e.code == .limit {
+        throw .ordo(OrdoError(.limit, "\(method): more than \(limits.maxKeypathsPerCall) entries in set, touch and remove together (limit max-keypaths-per-call)"))
+      }
+      throw error
+    }
     var batch: [Write] = sets.map { .set($0.0, $0.1) }
     batch.reserveCapacity(sets.count + touch.count + remove.count)
     for k in touch { batch.append(.touch(k)) }

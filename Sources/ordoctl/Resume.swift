@@ -315,6 +315,14 @@ final class ResumingWatch {
   }
 
   func run() -> Never {
+    // A position that cannot be saved is found now, before a line is printed.
+    var st = stat()
+    if stat(o.file, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR {
+      fail("--resume \(o.file) is a directory: name a file to keep the position in", code: 2)
+    }
+    let probe = open(tempPath, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+    guard probe >= 0 else { fail("cannot write the position file \(tempPath): \(String(cString: strerror(errno)))") }
+    close(probe)
     installStopHandlers()
     while !stopRequested() {
       if needSync || client?.isConnected != true { connectAndSync() }

@@ -275,6 +275,11 @@ class Errors(DBusTest):
         self.assertRemoteError(E("InvalidArgument"), p.call, "Complete", "ota{sv}asas", path, 1, {}, [], [])
         # Limit: keypaths per call, value size, contracts per peer.
         self.assertRemoteError(E("Limit"), p.commit, touch=[f"k{i}" for i in range(101)], contains="max-keypaths-per-call")
+        self.assertRemoteError(E("Limit"), p.commit, {f"s{i}": ("x", i) for i in range(60)},
+                               remove=[f"k{i}" for i in range(41)],
+                               contains="more than 100 entries in set, touch and remove together")
+        self.assertRemoteError(E("Limit"), p.register, "opts", ["a"], [],
+                               [("notify-initial", ("b", False))] * 17, contains="more than 16 options")
         self.assertRemoteError(E("Limit"), p.snapshot, [f"k{i}" for i in range(101)])
         self.assertRemoteError(E("Limit"), p.register, "big", [f"k{i}" for i in range(101)])
         self.assertRemoteError(E("Limit"), p.commit, {"s": ("s", "x" * 1001)}, contains="max-value-bytes")

@@ -524,6 +524,20 @@ class DroppedNotify(ResumeTest):
         self.assertEqual(wait_position(pos, (epoch(p), 201)), (epoch(p), 201))
 
 
+class ResumeFile(ResumeTest):
+    def test_a_position_that_cannot_be_saved_is_refused_before_any_line(self):
+        env = self.env
+        env.peer().commit({"w.a": ("x", 1)})
+        d = os.path.join(env.dir, "a-directory")
+        os.mkdir(d)
+        r = env.ordoctl("watch", "w.**", "--resume", d, check=False)
+        self.assertEqual((r.returncode, r.stdout), (2, ""), r.stderr)
+        self.assertIn("is a directory", r.stderr)
+        r = env.ordoctl("watch", "w.**", "--resume", os.path.join(env.dir, "no-such-dir", "pos"), check=False)
+        self.assertEqual((r.returncode, r.stdout), (1, ""), r.stderr)
+        self.assertIn("cannot write the position file", r.stderr)
+
+
 class WaitingPass(ResumeTest):
     def test_catching_up_while_a_pass_waits_for_a_writer(self):
         """A watcher that starts while a pass waits for a writer of another
