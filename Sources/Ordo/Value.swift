@@ -12,18 +12,6 @@ import Darwin
 /// Equality is the bus's notion of "no change": the same type and the same
 /// content, doubles compared bit for bit (so `0.0 != -0.0` and a NaN equals
 /// the same NaN).
-extension String {
-  /// The byte offset of the first U+0000 in the UTF-8 form, nil if none
-  /// (see ``Value/string(_:)``).
-  package var nulOffset: Int? {
-    var s = self
-    return s.withUTF8 { b in
-      guard let base = b.baseAddress, let p = memchr(base, 0, b.count) else { return nil }
-      return UnsafeRawPointer(p) - UnsafeRawPointer(base)
-    }
-  }
-}
-
 public enum Value: Hashable, Sendable, CustomStringConvertible {
   /// A boolean.
   case bool(Bool)
@@ -157,6 +145,18 @@ struct PackedValue: Equatable {
     case .bool: .bool(bits != 0)
     case .int64: .int64(Int64(bitPattern: bits))
     case .double: .double(Double(bitPattern: bits))
+    }
+  }
+}
+
+extension String {
+  /// The byte offset of the first U+0000 in the UTF-8 form, nil if none
+  /// (see ``Value/string(_:)``).
+  package var nulOffset: Int? {
+    var s = self
+    return s.withUTF8 { b in
+      guard let base = b.baseAddress, let p = memchr(base, 0, b.count) else { return nil }
+      return UnsafeRawPointer(p) - UnsafeRawPointer(base)
     }
   }
 }

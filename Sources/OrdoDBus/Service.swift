@@ -1212,6 +1212,13 @@ public final class DBusService: @unchecked Sendable {
     var r = m.reader()
     guard let name = try? r.string("name"), let _ = try? r.string("old"), let new = try? r.string("new") else { return }
     if name.hasPrefix(":"), new.isEmpty { dropTraceSubscriber(name) }
+    // A peer that left with calls still queued (a Register waiting for the
+    // pass) leaves after them, so that nothing it registered outlives it.
+    if name.hasPrefix(":"), new.isEmpty, deferred.contains(where: { if case .call(let c) = $0 { c.sender == name } else { false } }) {
+      if let a = slot.active, a.owner == name { slot.post(a, .ownerLeft) }
+      deferred.append(.peerLeft(name))
+      return
+    }
     guard name.hasPrefix(":"), new.isEmpty, let peer = remote.peers[name] else { return }
     guard !peer.contracts.isEmpty else {
       // Only its identity was known: forget it.

@@ -38,7 +38,7 @@ func randomHistory(_ bus: Bus, _ durable: DurableState, seed: UInt64, transactio
     case 0: .bool(Bool.random(using: &g))
     case 1: .int64(Int64.random(in: -3...3, using: &g))
     case 2: .double([0.5, -0.0, .infinity][Int.random(in: 0...2, using: &g)])
-    case 3: .string(["", "x", "ü\u{0}"][Int.random(in: 0...2, using: &g)])
+    case 3: .string(["", "x", "ü\u{1}"][Int.random(in: 0...2, using: &g)])
     default: .bytes([UInt8](repeating: 1, count: Int.random(in: 0...3, using: &g)))
     }
   }
