@@ -36,7 +36,7 @@ from jeepney.io.blocking import open_dbus_connection
 from .errors import (ConnectionLost, DBus, DuplicateName, InvalidArgument, InvalidKeypath, NotFound, OrdoError,
                      Timeout, error_for_dbus)
 from .trace import Trace, TraceStep
-from .values import Value, from_variant, to_variant
+from .values import Value, check_text, from_variant, to_variant
 
 __all__ = ["Client", "Entry", "Snapshot", "Changes", "Position", "Notification", "Writes", "Watch", "Writer", "TraceWatch",
            "MergingWriter", "MergedWrite", "NAME", "PATH", "INTERFACE"]
@@ -198,13 +198,7 @@ def _types(sig: str) -> List[str]:
 
 
 def _check_text(s: str, what: str, keypath: bool) -> None:
-    cls = InvalidKeypath if keypath else InvalidArgument
-    if "\0" in s:
-        raise cls(f"{what} {s!r} contains a NUL character (D-Bus strings cannot hold one)")
-    try:
-        s.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise cls(f"{what} {s!r} is not valid UTF-8 ({e.reason} at {e.start})") from None
+    check_text(s, what, InvalidKeypath if keypath else InvalidArgument)
 
 
 def _check_arg(t: str, v: Any, what: str, keypath: bool) -> None:

@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Op
 
 from .errors import InvalidArgument, LibraryNotFound, OrdoError, error_for_status
 from .trace import ContractInfo, Trace, TraceStep
-from .values import Value, check_value
+from .values import Value, check_text, check_value
 
 __all__ = ["Bus", "Contract", "Handle", "Note", "load_library", "NO_PRIORITY", "NOTIFY_INITIAL"]
 
@@ -252,12 +252,8 @@ def _log_error(contract: Any, error: BaseException) -> None:
 def _encode(s: Any, what: str) -> bytes:
     if not isinstance(s, str):
         raise InvalidArgument(f"{what}: a str, not {type(s).__name__}")
-    if "\0" in s:
-        raise InvalidArgument(f"{what} {s!r} contains a NUL character")
-    try:
-        return s.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise InvalidArgument(f"{what}: not valid UTF-8 ({e.reason})") from None
+    check_text(s, what)
+    return s.encode("utf-8")
 
 
 def _array(items: Iterable[str], what: str):

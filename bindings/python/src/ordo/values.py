@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Tuple, Union
 
-from .errors import InvalidArgument
+from .errors import InvalidArgument, OrdoError
 
 Value = Union[bool, int, float, str, bytes]
 
@@ -43,12 +43,7 @@ def check_value(value: Any, key: str = "") -> Value:
     if isinstance(value, float):
         return float(value)
     if isinstance(value, str):
-        if "\0" in value:
-            raise InvalidArgument(f"{_what(key)}: {value!r} contains a NUL character (D-Bus strings cannot hold one)")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise InvalidArgument(f"{_what(key)}: the string is not valid UTF-8 ({e.reason} at {e.start})") from None
+        check_text(value, _what(key))
         return value
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
@@ -84,3 +79,14 @@ def from_variant(variant: Tuple[str, Any], key: str = "") -> Value:
     if sig == "ay":
         return bytes(v)
     raise InvalidArgument(f"{_what(key)}: the service sent a variant of type {sig!r}")
+
+
+def check_text(s: str, what: str, error: type[OrdoError] = InvalidArgument) -> None:
+    """Refuses a str that C and D-Bus strings cannot carry: one with a NUL
+    character, or with lone surrogates (not UTF-8). Raises `error`."""
+    if "\0" in s:
+        raise error(f"{what}: {s!r} contains a NUL character (C and D-Bus strings cannot hold one)")
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise error(f"{what}: {s!r} is not valid UTF-8 ({e.reason} at {e.start})") from None
