@@ -53,8 +53,12 @@ public struct ContractContext: Sendable {
     try with(handle.keypath) { bus throws(OrdoError) in try bus.value(handle) }
   }
 
-  /// The value of a typed property, or nil (``Property/value``).
-  public func value<T>(_ property: Property<T>) throws(OrdoError) -> T? { try property.value }
+  /// The value of a typed property, or nil (``Property/value``). A
+  /// property of another bus is ``OrdoError/Code/invalidArgument``.
+  public func value<T>(_ property: Property<T>) throws(OrdoError) -> T? {
+    try ownProperty(property)
+    return try property.value
+  }
 
   /// The counter of `keypath` (``Bus/counter(_:)-(String)``).
   public func counter(_ keypath: String) throws(OrdoError) -> UInt64 {
@@ -86,8 +90,20 @@ public struct ContractContext: Sendable {
     try with(handle.keypath) { bus throws(OrdoError) in try bus.set(handle, value) }
   }
 
-  /// Sets a typed property (``Property/set(_:)``).
-  public func set<T>(_ property: Property<T>, _ value: T) throws(OrdoError) { try property.set(value) }
+  /// Sets a typed property (``Property/set(_:)``). A property of another
+  /// bus is ``OrdoError/Code/invalidArgument``, as its handle is.
+  public func set<T>(_ property: Property<T>, _ value: T) throws(OrdoError) {
+    try ownProperty(property)
+    try property.set(value)
+  }
+
+  /// A property of another bus is refused, as its handle is: its writes
+  /// would go to that bus, past the running contract's rules.
+  private func ownProperty<T>(_ property: Property<T>) throws(OrdoError) {
+    guard property.link === link else {
+      throw OrdoError(.invalidArgument, "the property \"\(property.keypath)\" belongs to another bus")
+    }
+  }
 
   /// Touches `keypath` (``Bus/touch(_:)-(String)``).
   public func touch(_ keypath: String) throws(OrdoError) {

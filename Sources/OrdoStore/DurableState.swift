@@ -89,6 +89,12 @@ public final class DurableState: Sendable {
   public static func attach(bus: Bus, path: String, sync: SyncMode = .full, mode: Mode = .grouped) throws(StoreError)
     -> DurableState
   {
+    // Refused before the file is opened: a refused attach creates nothing.
+    if bus.isInTransaction {
+      throw StoreError(
+        .invalidArgument, path: path,
+        message: "state file \(path): the bus has a transaction open on this thread (or runs one of its callbacks); attach outside it (nothing was opened)")
+    }
     let id = ObjectIdentifier(bus)
     let claimed = attached.withLock { $0.insert(id).inserted }
     if !claimed {

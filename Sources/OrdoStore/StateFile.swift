@@ -330,6 +330,13 @@ struct Connection: ~Copyable {
     // journal), leaving no pages.
     let pages = try pragmaInt("page_count", problem: "cannot read")
     if pages == 0 {
+      // SQLite reads a file shorter than its header as an empty database:
+      // only a file that is empty now (new, or a creation rolled back) is
+      // made a state file; anything else in it is someone's data.
+      var st = stat()
+      if fstat(lockFD, &st) == 0, st.st_size > 0 {
+        throw error(.corrupt, "is not an Ordo state file: \(st.st_size) bytes, too short for an SQLite database; refusing to replace it")
+      }
       try create()
     } else {
       try check()

@@ -160,10 +160,22 @@ func randomHistory(_ bus: Bus, _ durable: DurableState, seed: UInt64, transactio
     let fresh = Bus()
     fresh.begin()
     try fresh.set("x", .int64(1))
-    expectStoreError(.invalidArgument, ["cannot restore the bus", "transaction open"]) {
+    expectStoreError(.invalidArgument, ["transaction open", "nothing was opened"]) {
       _ = try DurableState.attach(bus: fresh, path: path)
     }
+    // A new path: refused before the file is made, so none is left behind.
+    let never = dir.file("never.ordo")
+    expectStoreError(.invalidArgument, ["transaction open"]) { _ = try DurableState.attach(bus: fresh, path: never) }
+    #expect(access(never, F_OK) != 0 && access(never + "-log", F_OK) != 0)
     try fresh.commit()
+    // Inside a callback too.
+    try fresh.register(name: "attacher", reads: ["x"]) { _ in
+      expectStoreError(.invalidArgument, ["transaction open"]) { _ = try DurableState.attach(bus: fresh, path: never) }
+    }
+    try fresh.transaction { try fresh.set("x", .int64(2)) }
+    try fresh.unregister(named: "attacher")
+    #expect(access(never, F_OK) != 0 && access(never + "-log", F_OK) != 0)
+    try fresh.transaction { try fresh.set("x", .int64(1)) }
     #expect(try fresh.value("x") == .int64(1))
     let reopened = try DurableState.attach(bus: fresh, path: path)
     // The synced state: transactions 4 (b) and 5 were not synced.

@@ -291,6 +291,14 @@ func makeState(_ path: String, _ n: UInt64) throws {
     #expect(f.created)
     #expect(try f.load().lastTransaction == 0)
     f.close()
+    // A file too short for SQLite's header reads as an empty database to
+    // SQLite, but it holds someone's bytes: refused, left as it was.
+    for bytes in [[UInt8(ascii: "x")], [UInt8(ascii: "\n")], [UInt8](repeating: 7, count: 99)] {
+      let short = dir.file("short.ordo")
+      writeFile(short, bytes)
+      expectRefused(short, .corrupt, ["is not an Ordo state file"])
+      #expect(contents(short) == bytes)
+    }
     // A directory is not a state file.
     expectRefused(dir.path, .storage, ["not a regular file"])
     // A missing directory.

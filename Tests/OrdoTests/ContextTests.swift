@@ -20,6 +20,29 @@ import Testing
     #expect(seen.value == ["1 \(id) [\"cart.items.a\"] false [\"cart.items.a\": int64 1]"])
   }
 
+  /// A typed property of another bus is refused through the context, as
+  /// its handle is: its write would land in that bus, past this contract's
+  /// rules.
+  @Test func aPropertyOfAnotherBusIsRefused() throws {
+    let a = Bus()
+    let b = Bus()
+    let foreign = try a.property("x.y", as: Int64.self)
+    let own = try b.property("out", as: Int64.self)
+    let codes = Box<[OrdoError.Code?]>([])
+    try b.register(name: "c", reads: ["in"], writes: ["out"]) { ctx in
+      codes.value.append(codeOf { try ctx.set(foreign, 5) })
+      codes.value.append(codeOf { _ = try ctx.value(foreign) })
+      try ctx.set(own, 7)
+      codes.value.append(try ctx.value(own) == 7 ? nil : .internal)
+    }
+    a.begin()
+    try b.transaction { try b.set("in", .int64(1)) }
+    #expect(try a.commit() == 0)
+    #expect(codes.value == [.invalidArgument, .invalidArgument, nil])
+    #expect(try a.value("x.y") == nil)
+    #expect(try b.value("out") == .int64(7))
+  }
+
   @Test func aCallbackThatUsesOnlyItsContextLeavesNoCycle() throws {
     weak var gone: Bus?
     let doc: Document
