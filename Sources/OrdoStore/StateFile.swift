@@ -299,6 +299,15 @@ struct Connection: ~Copyable {
       let what = existed ? "cannot open for writing" : "cannot create"
       throw fail(.storage, "\(what): \(String(cString: strerror(e)))")
     }
+    // The database's -wal and -shm files, and the commit log, are made
+    // beside it: say so when the directory does not allow it (SQLite
+    // would only say "attempt to write a readonly database").
+    let dir = path.lastIndex(of: "/").map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+    if access(dir, W_OK | X_OK) != 0 {
+      let e = ordo_errno()
+      _ = Glibc.close(fd)
+      throw fail(.storage, "the directory \(dir) is not writable (\(String(cString: strerror(e)))): the state's -wal, -shm and -log files go beside it")
+    }
     var c = Connection(path: path, lockFD: fd)
     if flock(fd, LOCK_EX | LOCK_NB) != 0 {
       let e = ordo_errno()

@@ -449,6 +449,33 @@ func makeState(_ path: String, _ n: UInt64) throws {
     #expect(contents(existing) == before)
     #expect(try StateFile.open(path: existing).load().lastTransaction == 10)
   }
+
+  /// A state file its user may write, in a directory it may not: the
+  /// refusal names the directory (SQLite alone says "attempt to write a
+  /// readonly database"). Root ignores permissions, so the opener is an
+  /// unprivileged child (setpriv) when the tests run as root.
+  @Test func aDirectoryThatCannotTakeTheWorkingFilesIsNamed() throws {
+    let dir = TempDir()
+    defer {
+      _ = chmod(dir.path, 0o755)
+      dir.remove()
+    }
+    let path = dir.file("state.ordo")
+    try makeState(path, 3)
+    for extra in ["-wal", "-shm", "-log"] { unlink(path + extra) }
+    let before = contents(path)
+    #expect(chmod(path, 0o666) == 0 && chmod(dir.path, 0o555) == 0)
+    if getuid() == 0 {
+      let child = Child(["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", toolPath(), "open", path])
+      let line = child.line(timeout: 60) ?? ""
+      #expect(child.wait() == 1)
+      #expect(line.hasPrefix("error storage ") && line.contains("the directory \(dir.path) is not writable"), "\(line)")
+    } else {
+      expectRefused(path, .storage, ["the directory \(dir.path) is not writable", "-wal, -shm and -log"])
+    }
+    #expect(contents(path) == before)
+    #expect(access(path + "-wal", F_OK) != 0 && access(path + "-log", F_OK) != 0)
+  }
 }
 
 func expectStoreError(
