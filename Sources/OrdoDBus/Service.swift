@@ -330,6 +330,10 @@ public final class DBusService: @unchecked Sendable {
     case whileForeignPass
     /// Queues while any pass waits for a writer: `Commit`.
     case whilePassWaits
+    /// As ``whileForeignPass``, and also while a pass waits for a writer
+    /// on this thread when the caller holds no writer contract:
+    /// `Register` (docs/dbus.md, "While a pass waits").
+    case register
   }
 
   /// One method call being answered: the message, its sender and, with a
@@ -375,7 +379,7 @@ public final class DBusService: @unchecked Sendable {
   /// Every method of `/dev/ordo/Bus`. A call without an interface finds the
   /// first row with its member, in this order.
   static let methods: [Method] = [
-    Method(ordoInterface, "Register", "sasasa{sv}", right: .read, queueing: .whileForeignPass) { s, c throws(OrdoServiceError) in try s.register(c) },
+    Method(ordoInterface, "Register", "sasasa{sv}", right: .read, queueing: .register) { s, c throws(OrdoServiceError) in try s.register(c) },
     Method(ordoInterface, "Unregister", "o", queueing: .whileForeignPass) { s, c throws(OrdoServiceError) in try s.unregister(c) },
     Method(ordoInterface, "Commit", "a{sv}asas", right: .write, queueing: .whilePassWaits) { s, c throws(OrdoServiceError) in try s.commit(c) },
     Method(ordoInterface, "Get", "s", right: .read) { s, c throws(OrdoServiceError) in try s.get(c) },
@@ -426,10 +430,10 @@ public final class DBusService: @unchecked Sendable {
   /// `Register`, `Unregister` and `Commit` while a pass on another thread
   /// waits (they would wait for the bus that pass holds); and any of them
   /// behind calls already queued.
-  private func mustQueue(_ q: Queueing, member: String, sender: String) -> Bool {
+  private func mustQueue(_ q: Queueing, sender: String) -> Bool {
     if q == .never { return false }
     if q == .whilePassWaits && loopWaits > 0 { return true }
-    if member == "Register" && outsideWaitingPass(sender), (remote.peers[sender]?.maxTimeoutMs.load(ordering: .relaxed) ?? 0) == 0 {
+    if q == .register && outsideWaitingPass(sender), (remote.peers[sender]?.maxTimeoutMs.load(ordering: .relaxed) ?? 0) == 0 {
       return true
     }
     if loopWaits == 0 && !deferred.isEmpty { return true }
@@ -489,7 +493,7 @@ public final class DBusService: @unchecked Sendable {
         resumes += 1
         log(.info, "\(sender) called \(member): its writer contracts are awaited again")
       }
-      if path == ordoObjectPath, let row = try? Self.method(m.interface, member), mustQueue(row.queueing, member: member, sender: sender) {
+      if path == ordoObjectPath, let row = try? Self.method(m.interface, member), mustQueue(row.queueing, sender: sender) {
         queued += 1
         deferred.append(.call(m))
         log(.debug, "\(sender) \(member) queued until the running pass ends (\(deferred.count) queued)")
@@ -801,7 +805,16 @@ public final class DBusService: @unchecked Sendable {
 
   /// Reads `a{sv} set, as touch, as remove` (Commit and, later, Complete).
   private func readWrites(_ r: inout MessageReader, _ method: String) throws(OrdoServiceError) -> [Write] {
-    try DBusService.readWrites(&r, method, limits: limits)
+    do {
+      return try DBusService.readWrites(&r, method, limits: limits)
+    } catch {
+      // The limit is on the three lists together: say so, not what was left
+      // of it for touch or remove.
+      if case .ordo(let e) = error, e.code == .limit, e.message.contains(" touch has more than") || e.message.contains(" remove has more than") {
+        throw .ordo(OrdoError(.limit, "\(method): more than \(limits.maxKeypathsPerCall) entries in set, touch and remove together (limit max-keypaths-per-call)"))
+      }
+      throw error
+    }
   }
 
   /// Decodes the `a{sv} set, as touch, as remove` of a `Commit` or
@@ -823,18 +836,8 @@ public final class DBusService: @unchecked Sendable {
       sets.append((k, try e.value("\(method): value of \"\(k)\"", maxBytes: limits.maxValueBytes)))
     }
     let left = limits.maxKeypathsPerCall - sets.count
-    let touch: [String]
-    let remove: [String]
-    do throws(OrdoServiceError) {
-      touch = try r.stringArray("\(method) touch", limit: left)
-      remove = try r.stringArray("\(method) remove", limit: left - touch.count)
-    } catch {
-      // The limit is on the three lists together: say so, not what was left of it.
-      if case .ordo(let e) = error, e.code == .limit {
-        throw .ordo(OrdoError(.limit, "\(method): more than \(limits.maxKeypathsPerCall) entries in set, touch and remove together (limit max-keypaths-per-call)"))
-      }
-      throw error
-    }
+    let touch = try r.stringArray("\(method) touch", limit: left)
+    let remove = try r.stringArray("\(method) remove", limit: left - touch.count)
     var batch: [Write] = sets.map { .set($0.0, $0.1) }
     batch.reserveCapacity(sets.count + touch.count + remove.count)
     for k in touch { batch.append(.touch(k)) }
