@@ -164,6 +164,11 @@ public struct Policy: Sendable {
       bytes += buf[0..<n]
       if bytes.count > 16 << 20 { throw ParseError(line: 0, message: "larger than 16 MiB", source: path) }
     }
+    // A read error (a directory: EISDIR) is not the end of the file: an
+    // empty or cut-off policy must never take the place of the real one.
+    if ferror(f) != 0 {
+      throw ParseError(line: 0, message: "cannot read: \(String(cString: strerror(errno)))", source: path)
+    }
     guard let text = String(validating: bytes, as: UTF8.self) else {
       throw ParseError(line: 0, message: "not valid UTF-8", source: path)
     }

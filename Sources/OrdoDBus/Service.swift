@@ -1370,9 +1370,16 @@ public final class DBusService: @unchecked Sendable {
     if policyOn.load(ordering: .relaxed), let policy = policyBox.withLock({ $0 }) {
       filter = record.peer.identity.map { policy.readable(by: $0) } ?? ReadFilter(allow: [], deny: [])
     }
-    if let filter, record.everyTransaction {
-      changed = ChangedKeypaths(changed.filter { filter.allows($0) })
-      if changed.isEmpty { return }
+    if let filter, !changed.isEmpty {
+      // Only keypaths the peer may read (SPEC §12), for every contract: a
+      // write to an unreadable ancestor of what it reads (SPEC §1) still
+      // calls it, with the keypath left out (an empty list: read again
+      // what you read). An every-transaction contract with nothing
+      // readable gets no Notify.
+      if !changed.allSatisfy({ filter.allows($0) }) {
+        changed = ChangedKeypaths(changed.filter { filter.allows($0) })
+        if changed.isEmpty && record.everyTransaction { return }
+      }
     }
     var entries: [(String, Value)] = []
     var size = 64

@@ -258,6 +258,24 @@ class Rights(PolicyTest):
         self.assertEqual(self.nobody.next_notify(), (log, 4, ["pub.x"], {"pub.x": ("x", 5)}))
 
 
+class UnreadableAncestor(PolicyTest):
+    policy = """allow uid:0 read,write,writer **
+allow everyone read x.**
+deny user:nobody read x.y.z
+"""
+
+    def test_a_write_to_an_unreadable_ancestor_is_not_named(self):
+        obs = self.nobody.register("obs", ["x.y.z.w"])
+        # x.y.z affects a reader of x.y.z.w (SPEC §1), but nobody may not
+        # read it: the contract is called without the keypath or its value.
+        self.root.commit({"x.y.z": ("s", "SECRET-VALUE")})
+        self.assertEqual(self.nobody.next_notify(), (obs, 1, [], {}))
+        self.root.commit({}, [], ["x.y.z"])
+        self.assertEqual(self.nobody.next_notify(), (obs, 2, [], {}))
+        self.root.commit({"x.y.z.w": ("x", 1), "x.y.z": ("s", "again")})
+        self.assertEqual(self.nobody.next_notify(), (obs, 3, ["x.y.z.w"], {"x.y.z.w": ("x", 1)}))
+
+
 class Reload(PolicyTest):
     def test_sighup_valid_then_broken(self):
         self.assertEqual(self.nobody.commit({"app.b": ("x", 1)}), 1)
@@ -275,6 +293,22 @@ class Reload(PolicyTest):
         self.denied(self.nobody.commit, {"app.b": ("x", 4)})
         self.assertEqual(self.nobody.get("app.b")[:2], ("x", 3))
         self.assertEqual(self.root.commit({"other.q": ("x", 1)}), 3, "root keeps its rights from the old policy")
+        # A file that cannot be read (here a directory in its place) is
+        # refused too: it is not an empty policy.
+        before = len(self.env.log())
+        os.replace(self.policy_path, self.policy_path + ".saved")
+        os.mkdir(self.policy_path)
+        try:
+            self.env.ordod.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 10
+            while "policy refused" not in self.env.log()[before:]:
+                self.assertLess(time.monotonic(), deadline, "a directory was not refused at reload")
+                time.sleep(0.02)
+            self.assertIn("cannot read", self.env.log()[before:])
+            self.assertEqual(self.root.commit({"other.q": ("x", 2)}), 4, "root keeps its rights from the old policy")
+        finally:
+            os.rmdir(self.policy_path)
+            os.replace(self.policy_path + ".saved", self.policy_path)
         self.assertTrue(self.env.alive())
 
 
@@ -297,6 +331,10 @@ class StartRefused(unittest.TestCase):
                            capture_output=True, text=True, timeout=20)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("cannot open", r.stderr)
+        r = subprocess.run([ORDOD, "--address", env.address, "--policy", env.dir], capture_output=True, text=True,
+                           timeout=20)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(env.dir + ":0: cannot read", r.stderr)
 
 
 class ExamplePolicy(unittest.TestCase):
