@@ -13,8 +13,7 @@ enum Rules {
   /// strings cannot hold, so a reader there would get it cut short.
   @inline(never)
   static func checkString(_ s: String, _ t: Target) throws(OrdoError) {
-    guard let at = s.nulOffset else { return }
-    throw OrdoError(.invalidArgument, "the string for \"\(t.keypath)\" holds a NUL character (U+0000) at byte \(at): C and D-Bus strings cannot carry one")
+    if let e = nulCharacterError(s, keypath: t.keypath) { throw e }
   }
 
   /// The running contract's write rules: the write set allows the write

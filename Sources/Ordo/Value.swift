@@ -149,6 +149,14 @@ struct PackedValue: Equatable {
   }
 }
 
+/// The error a write of `s` to `keypath` gets when `s` holds U+0000 (see
+/// ``Value/string(_:)``), nil when it does not: the core's write paths and
+/// the D-Bus merging writer give the same one.
+package func nulCharacterError(_ s: String, keypath: @autoclosure () -> String) -> OrdoError? {
+  guard let at = s.nulOffset else { return nil }
+  return OrdoError(.invalidArgument, "the string for \"\(keypath())\" holds a NUL character (U+0000) at byte \(at): C and D-Bus strings cannot carry one")
+}
+
 extension String {
   /// The byte offset of the first U+0000 in the UTF-8 form, nil if none
   /// (see ``Value/string(_:)``).

@@ -146,9 +146,7 @@ public final class MergingWriter {
     do throws(OrdoError) {
       for (k, v) in set {
         _ = try Keypath(k)
-        if case .string(let s) = v, let at = s.nulOffset {
-          throw OrdoError(.invalidArgument, "the string for \"\(k)\" holds a NUL character (U+0000) at byte \(at): D-Bus strings cannot carry one")
-        }
+        if case .string(let s) = v, let e = nulCharacterError(s, keypath: k) { throw e }
       }
       for k in touch { _ = try Keypath(k) }
       for k in remove { _ = try Keypath(k.hasSuffix(".**") ? String(k.dropLast(3)) : k) }

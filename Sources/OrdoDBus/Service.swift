@@ -805,16 +805,7 @@ public final class DBusService: @unchecked Sendable {
 
   /// Reads `a{sv} set, as touch, as remove` (Commit and, later, Complete).
   private func readWrites(_ r: inout MessageReader, _ method: String) throws(OrdoServiceError) -> [Write] {
-    do {
-      return try DBusService.readWrites(&r, method, limits: limits)
-    } catch {
-      // The limit is on the three lists together: say so, not what was left
-      // of it for touch or remove.
-      if case .ordo(let e) = error, e.code == .limit, e.message.contains(" touch has more than") || e.message.contains(" remove has more than") {
-        throw .ordo(OrdoError(.limit, "\(method): more than \(limits.maxKeypathsPerCall) entries in set, touch and remove together (limit max-keypaths-per-call)"))
-      }
-      throw error
-    }
+    try DBusService.readWrites(&r, method, limits: limits)
   }
 
   /// Decodes the `a{sv} set, as touch, as remove` of a `Commit` or
@@ -835,9 +826,13 @@ public final class DBusService: @unchecked Sendable {
       do { k = try e.string("\(method) set key") } catch { throw .invalidArgs(error.message) }
       sets.append((k, try e.value("\(method): value of \"\(k)\"", maxBytes: limits.maxValueBytes)))
     }
-    let left = limits.maxKeypathsPerCall - sets.count
-    let touch = try r.stringArray("\(method) touch", limit: left)
-    let remove = try r.stringArray("\(method) remove", limit: left - touch.count)
+    // Each list is read within the limit, then the three together are
+    // held to it (the message names the sum, not what was left of it).
+    let touch = try r.stringArray("\(method) touch", limit: limits.maxKeypathsPerCall)
+    let remove = try r.stringArray("\(method) remove", limit: limits.maxKeypathsPerCall)
+    guard sets.count + touch.count + remove.count <= limits.maxKeypathsPerCall else {
+      throw .ordo(OrdoError(.limit, "\(method): more than \(limits.maxKeypathsPerCall) entries in set, touch and remove together (limit max-keypaths-per-call)"))
+    }
     var batch: [Write] = sets.map { .set($0.0, $0.1) }
     batch.reserveCapacity(sets.count + touch.count + remove.count)
     for k in touch { batch.append(.touch(k)) }
@@ -1102,8 +1097,15 @@ public final class DBusService: @unchecked Sendable {
       let e = bus.epoch
       return m.methodReturn { $0.container(ORDO_DBUS_TYPE_VARIANT, "s") { $0.string(e) } }
     default:
-      throw .other(name: DBusErrorName.unknownProperty, message: "\(ordoInterface) has no property \(p); it has Transaction, Version and Epoch")
+      throw Self.unknownProperty(p)
     }
+  }
+
+  /// The properties of `dev.ordo.Bus1` (all read-only).
+  private static let propertyNames = ["Transaction", "Version", "Epoch"]
+
+  private static func unknownProperty(_ p: String) -> OrdoServiceError {
+    .other(name: DBusErrorName.unknownProperty, message: "\(ordoInterface) has no property \(p); it has \(propertyNames.joined(separator: ", "))")
   }
 
   /// Every property is read-only; an unknown interface or property gets
@@ -1113,9 +1115,7 @@ public final class DBusService: @unchecked Sendable {
     try propertyInterface(&r)
     let p: String
     do { p = try r.string("property_name") } catch { throw .invalidArgs(error.message) }
-    guard ["Transaction", "Version", "Epoch"].contains(p) else {
-      throw .other(name: DBusErrorName.unknownProperty, message: "\(ordoInterface) has no property \(p); it has Transaction, Version and Epoch")
-    }
+    guard Self.propertyNames.contains(p) else { throw Self.unknownProperty(p) }
     throw .other(name: DBusErrorName.propertyReadOnly, message: "the properties of \(ordoInterface) are read-only (\(p))")
   }
 
@@ -1214,23 +1214,22 @@ public final class DBusService: @unchecked Sendable {
     guard m.member == "NameOwnerChanged", m.signature == "sss" else { return }
     var r = m.reader()
     guard let name = try? r.string("name"), let _ = try? r.string("old"), let new = try? r.string("new") else { return }
-    if name.hasPrefix(":"), new.isEmpty { dropTraceSubscriber(name) }
+    guard name.hasPrefix(":"), new.isEmpty else { return }
+    dropTraceSubscriber(name)
     // A peer that left with calls still queued (a Register waiting for the
     // pass) leaves after them, so that nothing it registered outlives it.
-    if name.hasPrefix(":"), new.isEmpty, deferred.contains(where: { if case .call(let c) = $0 { c.sender == name } else { false } }) {
-      if let a = slot.active, a.owner == name { slot.post(a, .ownerLeft) }
-      deferred.append(.peerLeft(name))
-      return
-    }
-    guard name.hasPrefix(":"), new.isEmpty, let peer = remote.peers[name] else { return }
-    guard !peer.contracts.isEmpty else {
-      // Only its identity was known: forget it.
-      _ = remote.removePeer(name)
-      return
+    let callsQueued = deferred.contains { if case .call(let c) = $0 { c.sender == name } else { false } }
+    if !callsQueued {
+      guard let peer = remote.peers[name] else { return }
+      guard !peer.contracts.isEmpty else {
+        // Only its identity was known: forget it.
+        _ = remote.removePeer(name)
+        return
+      }
     }
     // A writer awaited from a peer that left is timed out at once.
     if let a = slot.active, a.owner == name { slot.post(a, .ownerLeft) }
-    if slot.active?.foreign == true || (loopWaits == 0 && !deferred.isEmpty) {
+    if callsQueued || slot.active?.foreign == true || (loopWaits == 0 && !deferred.isEmpty) {
       deferred.append(.peerLeft(name))
     } else {
       removePeer(name)

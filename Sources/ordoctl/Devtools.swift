@@ -77,11 +77,7 @@ extension Devtools {
 func traceCommand(_ argv: [String]) {
   let (o, operands) = parseArguments(argv, command: "trace", flags: ["--json"], valued: ["--count"])
   let json = o["--json"] != nil
-  var count = 0
-  if let v = o["--count"] {
-    guard let n = Int(v), n > 0 else { fail("--count needs a positive number", code: 2) }
-    count = n
-  }
+  let count = positiveCount(o, "--count")
   let patterns = operands.isEmpty ? ["**"] : operands
   var seen = 0
   installStopHandlers()

@@ -108,6 +108,14 @@ func parseArguments(_ args: [String], command: String, flags: Set<String> = [], 
   return (options, operands)
 }
 
+/// The value of a counting option (`--count`): a positive number, 0 when
+/// it is not given; anything else is a usage error.
+func positiveCount(_ options: [String: String], _ option: String) -> Int {
+  guard let v = options[option] else { return 0 }
+  guard let n = Int(v), n > 0 else { fail("\(option) needs a positive number", code: 2) }
+  return n
+}
+
 var args = Array(CommandLine.arguments.dropFirst())
 var address: String?
 var service = ordoDefaultName
@@ -208,11 +216,7 @@ case "watch":
     guard let p = Int32(v) else { fail("--priority needs an int32", code: 2) }
     priority = p
   }
-  var count = 0
-  if let v = o["--count"] {
-    guard let n = Int(v), n > 0 else { fail("--count needs a positive number", code: 2) }
-    count = n
-  }
+  let count = positiveCount(o, "--count")
   let contractName = o["--contract"] ?? "ordoctl-watch-\(getpid())-\(client.uniqueName)"
   if o["--contract"]?.isEmpty == true { fail("--contract needs a name", code: 2) }
   if o["--resume"]?.isEmpty == true { fail("--resume needs a file", code: 2) }

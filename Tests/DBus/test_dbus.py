@@ -639,6 +639,8 @@ class Ordoctl(DBusTest):
             (("changes", "0", "--xml"), "unknown changes option --xml"),
             (("trace", "--js"), "unknown trace option --js"),
             (("watch", "a", "--priority"), "watch --priority needs a value"),
+            (("watch", "a", "--count", "0"), "--count needs a positive number"),
+            (("trace", "--count", "x"), "--count needs a positive number"),
             (("set", b"u.v=s:a\xffb"), "argument 4 is not valid UTF-8"),
         ]
         for args, message in cases:
