@@ -130,8 +130,6 @@ extension Bus {
   /// refresh", for work that must see every contract's result: a layout
   /// pass, a redraw request, an undo-group boundary.
   public func atEndOfPass(_ hook: @escaping @Sendable () -> Void) {
-    lockGate()
-    link.endOfPass.append(hook)
-    gate.lock.unlock()
+    withGate { link.endOfPass.append(hook) }
   }
 }

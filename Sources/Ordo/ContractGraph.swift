@@ -90,7 +90,7 @@ final class ContractGraph {
   func forEachReader(affectedBy t: Target, _ body: (ContractRef) -> Void) {
     switch t {
     case .node(let n): readers(n).forEach(body)
-    case .new(_, _, let ids): readIndex.forEachReader(affectedBy: ids) { body($0.hot) }
+    case .new(_, _, let ids): readIndex.forEachReader(affectedBy: ids) { body($0.passState) }
     }
   }
 
@@ -300,7 +300,7 @@ final class ContractGraph {
     propagateLevels(seeds, inPass: deferLevels)
     // Kept while the running pass may still pop it, or while its own call
     // (or a bridge waiting in it) runs.
-    return registry.remove(c, keep: inPass || c.hot.pointee.running)
+    return registry.remove(c, keep: inPass || c.passState.pointee.running)
   }
 
   /// The contracts retired during the pass that ended (or the initial call

@@ -251,7 +251,7 @@ struct PackedContractRef {
   var ref: ContractRef { ContractRef(bits.toOpaque().assumingMemoryBound(to: ContractPassState.self)) }
 }
 
-/// The dense table of a graph's contract states (``LineRooms`` with a
+/// The dense table of a graph's contract states (``StatePages`` with a
 /// 512-byte header per page): the header holds the slab (unretained) and
 /// the owner of each of the page's 56 states, so a state finds its owner
 /// and its slab from its own address. States are handed out in the order
@@ -262,9 +262,9 @@ struct PackedContractRef {
 final class ContractSlab: @unchecked Sendable {
   static let headerSize = 512
   /// States per page.
-  static let perPage = (LineRooms.pageSize - headerSize) / LineRooms.lineSize
+  static let perPage = (StatePages.pageSize - headerSize) / StatePages.lineSize
 
-  private let table = Mutex(LineRooms(headerSize: ContractSlab.headerSize))
+  private let table = Mutex(StatePages(headerSize: ContractSlab.headerSize))
 
   /// The triggers after the first of the contracts a running pass has
   /// more than one for, by state address (see ``TriggerWord``). Touched
@@ -275,7 +275,7 @@ final class ContractSlab: @unchecked Sendable {
   var rooms: Int { table.withLock { $0.made } }
 
   init() {
-    precondition(MemoryLayout<ContractPassState>.stride == LineRooms.lineSize, "a contract's pass state takes one cache line")
+    precondition(MemoryLayout<ContractPassState>.stride == StatePages.lineSize, "a contract's pass state takes one cache line")
     precondition(ContractPassState.callbackContextOffsetHolds, "a contract's pass state holds its callback's context where the pass reads it")
     precondition(8 + 8 * ContractSlab.perPage <= ContractSlab.headerSize, "a page's header names its slab and every state's owner")
   }
@@ -288,20 +288,20 @@ final class ContractSlab: @unchecked Sendable {
   /// The byte offset of a state's owner entry in its page's header.
   @inline(__always)
   private static func ownerOffset(of s: UnsafeRawPointer) -> Int {
-    8 + 8 * LineRooms.index(of: s, headerSize: headerSize)
+    8 + 8 * StatePages.index(of: s, headerSize: headerSize)
   }
 
   /// The slab that holds a state.
   @inline(__always)
   static func slab(of s: UnsafeMutablePointer<ContractPassState>) -> Unmanaged<ContractSlab> {
-    UnsafeRawPointer(LineRooms.header(of: s, headerSize: headerSize)).load(as: Unmanaged<ContractSlab>.self)
+    UnsafeRawPointer(StatePages.header(of: s, headerSize: headerSize)).load(as: Unmanaged<ContractSlab>.self)
   }
 
   /// The contract that owns a state in use (trapping, in debug builds, on
   /// a released one).
   @inline(__always)
   static func owner(of s: UnsafeMutablePointer<ContractPassState>) -> Unmanaged<ContractState> {
-    let owner = UnsafeRawPointer(LineRooms.header(of: s, headerSize: headerSize)).load(fromByteOffset: ownerOffset(of: s), as: Unmanaged<ContractState>?.self)
+    let owner = UnsafeRawPointer(StatePages.header(of: s, headerSize: headerSize)).load(fromByteOffset: ownerOffset(of: s), as: Unmanaged<ContractState>?.self)
     #if DEBUG
     precondition(owner != nil, "Ordo: a contract's pass state was used after its contract was released")
     #endif
@@ -321,7 +321,7 @@ final class ContractSlab: @unchecked Sendable {
 
   /// Records the contract that owns a state (not retained: it owns the state).
   func adopt(_ r: ContractRef, owner: Unmanaged<ContractState>) {
-    LineRooms.header(of: r.state, headerSize: ContractSlab.headerSize)
+    StatePages.header(of: r.state, headerSize: ContractSlab.headerSize)
       .storeBytes(of: owner, toByteOffset: ContractSlab.ownerOffset(of: r.state), as: Unmanaged<ContractState>?.self)
   }
 
@@ -335,7 +335,7 @@ final class ContractSlab: @unchecked Sendable {
     // bus's lock may not be held).
     assert(s.pointee.triggers.isEmpty, "a contract was released with the triggers of a pass")
     s.deinitialize(count: 1)
-    LineRooms.header(of: s, headerSize: headerSize).storeBytes(of: nil, toByteOffset: ownerOffset(of: s), as: Unmanaged<ContractState>?.self)
+    StatePages.header(of: s, headerSize: headerSize).storeBytes(of: nil, toByteOffset: ownerOffset(of: s), as: Unmanaged<ContractState>?.self)
     let room = UInt(bitPattern: s)
     slab._withUnsafeGuaranteedRef { $0.table.withLock { $0.give(room) } }
     slab.release()

@@ -60,12 +60,12 @@ extension Bus {
   /// - Throws: ``OrdoError/Code/invalidKeypath`` for a malformed keypath
   ///   (patterns are not keypaths).
   public func resolve(_ keypath: String) throws(OrdoError) -> Handle {
-    lockGate()
-    defer { gate.lock.unlock() }
-    let node = try store.pin(keypath)
-    // From now on the link keeps the pinned nodes when the bus goes.
-    link.keepsPinned = true
-    return Handle(node: node, link: link)
+    try withGate { () throws(OrdoError) in
+      let node = try store.pin(keypath)
+      // From now on the link keeps the pinned nodes when the bus goes.
+      link.keepsPinned = true
+      return Handle(node: node, link: link)
+    }
   }
 
   /// The handle's node (by its state), if the handle belongs to this bus
@@ -91,25 +91,19 @@ extension Bus {
   /// Marks the handle's keypath changed without a value. Throws like
   /// ``set(_:_:)-(Handle,_)``.
   public func touch(_ handle: Handle) throws(OrdoError) {
-    lockGate()
-    defer { gate.lock.unlock() }
-    try write(.node(ref(handle)), .touch)
+    try withGate { () throws(OrdoError) in try write(.node(ref(handle)), .touch) }
   }
 
   /// Removes the value of the handle's keypath. Throws like
   /// ``set(_:_:)-(Handle,_)``.
   public func remove(_ handle: Handle) throws(OrdoError) {
-    lockGate()
-    defer { gate.lock.unlock() }
-    try write(.node(ref(handle)), .remove)
+    try withGate { () throws(OrdoError) in try write(.node(ref(handle)), .remove) }
   }
 
   /// Removes the values of the handle's keypath and its descendants. Throws
   /// like ``removeTree(_:)``.
   public func removeTree(_ handle: Handle) throws(OrdoError) {
-    lockGate()
-    defer { gate.lock.unlock() }
-    try write(.node(ref(handle)), .removeTree)
+    try withGate { () throws(OrdoError) in try write(.node(ref(handle)), .removeTree) }
   }
 
   /// The value of the handle's keypath, or nil. Read like ``value(_:)``.
@@ -119,10 +113,10 @@ extension Bus {
 
   /// The value of a resolved node of this bus, or nil.
   func value(node: NodeRef) throws(OrdoError) -> Value? {
-    lockGate()
-    defer { gate.lock.unlock() }
-    let n = try readable(node.node)
-    return store.value(n, own: gate.isOwner)
+    try withGate { () throws(OrdoError) in
+      let n = try readable(node.node)
+      return store.value(n, own: gate.isOwner)
+    }
   }
 
   /// The value of the handle's keypath. Throws
@@ -140,19 +134,15 @@ extension Bus {
 
   /// The counter of a resolved node of this bus.
   func counter(node: NodeRef) throws(OrdoError) -> UInt64 {
-    lockGate()
-    defer { gate.lock.unlock() }
-    return try readable(node.node).counter
+    try withGate { () throws(OrdoError) in try readable(node.node).counter }
   }
 
   /// Resolves `keypath` (``resolve(_:)``) into the handle's one-word form,
   /// with its keypath as a C string made now.
   package func resolveAddress(_ keypath: String) throws(OrdoError) -> HandleAddress {
     let h = try resolve(keypath)
-    lockGate()
-    defer { gate.lock.unlock() }
     // Made under the lock, as a pass makes it; from now on only read.
-    _ = h.ref.cKey
+    withGate { _ = h.ref.cKey }
     return HandleAddress(h.ref)
   }
 

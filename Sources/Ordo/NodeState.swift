@@ -134,8 +134,8 @@ enum Readers {
   init(_ list: [ContractState]) {
     switch list.count {
     case 0: self = .none
-    case 1: self = .one(PackedContractRef(list[0].hot))
-    default: self = .many(list.map(\.hot))
+    case 1: self = .one(PackedContractRef(list[0].passState))
+    default: self = .many(list.map(\.passState))
     }
   }
 
@@ -149,7 +149,7 @@ enum Readers {
   }
 }
 
-/// The dense table of a store's node states (``LineRooms`` with a one-line
+/// The dense table of a store's node states (``StatePages`` with a one-line
 /// header per page that names the table, in anchored blocks): states handed out in the order
 /// nodes are made (so consecutive keypaths have consecutive states), a
 /// released state reused by the next
@@ -159,12 +159,12 @@ enum Readers {
 /// the mutex. The pages go when the last node does.
 final class NodeSlab: @unchecked Sendable {
   /// Each page holds one line, at a place that depends on the page
-  /// (``LineRooms/header(of:headerSize:)``), that names its slab; the one
+  /// (``StatePages/header(of:headerSize:)``), that names its slab; the one
   /// of each block's anchor page is what ``slab(of:)`` reads, so that a
   /// state leads to its bus (``HandleAddress``) through a line that 4 032
   /// states share.
-  static let headerSize = LineRooms.lineSize
-  private let table = Mutex(LineRooms(headerSize: NodeSlab.headerSize, anchored: true))
+  static let headerSize = StatePages.lineSize
+  private let table = Mutex(StatePages(headerSize: NodeSlab.headerSize, anchored: true))
   /// The link of the bus whose store made the slab, not retained: set once,
   /// by the bus's init, before the bus can make a handle; used only through
   /// a ``HandleAddress``, which is valid while the bus (and so its link)
@@ -178,10 +178,10 @@ final class NodeSlab: @unchecked Sendable {
   }
 
   /// The slab a state lies in, from its block's anchor (a header that
-  /// 4 032 states share, see ``LineRooms``).
+  /// 4 032 states share, see ``StatePages``).
   @inline(__always)
   static func slab(of state: UnsafeRawPointer) -> Unmanaged<NodeSlab> {
-    UnsafeRawPointer(LineRooms.anchor(of: state, headerSize: headerSize)).load(as: Unmanaged<NodeSlab>.self)
+    UnsafeRawPointer(StatePages.anchor(of: state, headerSize: headerSize)).load(as: Unmanaged<NodeSlab>.self)
   }
 
   /// The rooms made so far, in use or free (for tests of the reuse).
@@ -192,7 +192,7 @@ final class NodeSlab: @unchecked Sendable {
   static let released = UInt32.max - 1
 
   init() {
-    precondition(MemoryLayout<NodeState>.stride == LineRooms.lineSize, "a key node's state takes one cache line")
+    precondition(MemoryLayout<NodeState>.stride == StatePages.lineSize, "a key node's state takes one cache line")
   }
 
   deinit {

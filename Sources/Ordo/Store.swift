@@ -139,7 +139,7 @@ final class Store {
   let journal = Journal()
   /// Scalar sets of the owner's open transaction not yet applied
   /// (``WriteBehind``); ``settle()`` applies them.
-  let behind = WriteBehind.make()
+  let heldWrites = WriteBehind.make()
   var segments = SegmentTable()
   /// Keypaths holding a value.
   private(set) var valueCount = 0
@@ -154,7 +154,7 @@ final class Store {
     epoch = makeEpoch()
   }
 
-  deinit { behind.destroy() }
+  deinit { heldWrites.destroy() }
 
   // MARK: - Resolving keypaths
 
@@ -332,16 +332,16 @@ final class Store {
   /// node the store has. Settles first when the buffer is full.
   @inline(__always)
   func holdBack(_ r: NodeRef, _ p: PackedValue) {
-    if behind.isFull { settle() }
-    behind.append(r, p)
+    if heldWrites.isFull { settle() }
+    heldWrites.append(r, p)
   }
 
   /// Applies the held-back sets, in the order they were made, as
   /// ``apply(_:_:writer:)`` with no writer would have. Every use of the
-  /// store but a held-back write comes after it (``Bus/lockGate()``).
+  /// store but a held-back write comes after it (``Bus/withGate(_:)``).
   @inline(never)
   func settle() {
-    behind.drain { r, p in _ = applyScalar(r, p, external: true) }
+    heldWrites.drain { r, p in _ = applyScalar(r, p, external: true) }
   }
 
   private func setValue(_ n: KeyNode, _ v: Value?) {
@@ -390,8 +390,8 @@ final class Store {
   /// nothing at its end: a rolled-back or cancelled transaction leaves the
   /// store as it found it.
   func reset() {
-    assert(behind.isEmpty, "a transaction ends with writes held back")
-    behind.discard()
+    assert(heldWrites.isEmpty, "a transaction ends with writes held back")
+    heldWrites.discard()
     for n in journal.created.reversed() where !n.isKept {
       var parent = root
       for id in n.ids.dropLast() {

@@ -18,7 +18,7 @@ internal import CCacheHint
 /// page headers fall out of the first two cache levels, 25 anchors do not;
 /// docs/performance.md, "Writes held back".) The memory a block reserves
 /// but does not use is only address space until its pages are used.
-struct LineRooms {
+struct StatePages {
   static let pageSize = 4_096
   static let lineSize = 64
   /// Pages in the largest block, and in every anchored one.
@@ -46,11 +46,11 @@ struct LineRooms {
   let anchored: Bool
 
   init(headerSize: Int, anchored: Bool = false) {
-    precondition(headerSize == 0 || (headerSize % LineRooms.lineSize == 0 && LineRooms.pageSize % headerSize == 0 && headerSize < LineRooms.pageSize))
+    precondition(headerSize == 0 || (headerSize % StatePages.lineSize == 0 && StatePages.pageSize % headerSize == 0 && headerSize < StatePages.pageSize))
     precondition(!anchored || headerSize > 0, "an anchor is a page header")
     self.headerSize = headerSize
     self.anchored = anchored
-    perPage = (LineRooms.pageSize - headerSize) / LineRooms.lineSize
+    perPage = (StatePages.pageSize - headerSize) / StatePages.lineSize
     usedInPage = perPage
   }
 
@@ -107,18 +107,18 @@ struct LineRooms {
     if usedInPage == perPage {
       if pagesUsed == pagesInBlock {
         if anchored {
-          pagesInBlock = LineRooms.pagesPerBlock
-          let b = UnsafeMutableRawPointer.allocate(byteCount: LineRooms.blockSize, alignment: LineRooms.blockSize)
+          pagesInBlock = StatePages.pagesPerBlock
+          let b = UnsafeMutableRawPointer.allocate(byteCount: StatePages.blockSize, alignment: StatePages.blockSize)
           blocks.append(b)
-          newPage(LineRooms.anchor(of: b, headerSize: headerSize))
+          newPage(StatePages.anchor(of: b, headerSize: headerSize))
         } else {
-          pagesInBlock = min(max(pagesInBlock * 2, 1), LineRooms.pagesPerBlock)
-          blocks.append(.allocate(byteCount: pagesInBlock * LineRooms.pageSize, alignment: LineRooms.pageSize))
+          pagesInBlock = min(max(pagesInBlock * 2, 1), StatePages.pagesPerBlock)
+          blocks.append(.allocate(byteCount: pagesInBlock * StatePages.pageSize, alignment: StatePages.pageSize))
         }
         pagesUsed = 0
       }
-      let p = blocks[blocks.count - 1] + pagesUsed * LineRooms.pageSize
-      headerInPage = LineRooms.headerOffset(ofPage: p, headerSize: headerSize)
+      let p = blocks[blocks.count - 1] + pagesUsed * StatePages.pageSize
+      headerInPage = StatePages.headerOffset(ofPage: p, headerSize: headerSize)
       newPage(p + headerInPage)
       page = p
       pagesUsed += 1
@@ -128,7 +128,7 @@ struct LineRooms {
       usedInPage += 1
       made += 1
     }
-    let offset = usedInPage * LineRooms.lineSize
+    let offset = usedInPage * StatePages.lineSize
     return page.unsafelyUnwrapped + (offset < headerInPage ? offset : offset + headerSize)
   }
 
