@@ -3,13 +3,16 @@
 /// (order conflicts, cycles), and dependency levels. It answers the pass's
 /// one question — which contracts does a write to this keypath affect — from
 /// a cache on the key node, rebuilt after every registration change.
+///
+/// Guarded by the bus's lock, so exclusivity is unchecked: its
+/// `@exclusivity(unchecked)` fields skip the dynamic check (the cost of
+/// each is measured beside it).
 final class ContractGraph {
   let store: Store
   // The fields a pass reads or empties once each (per pass, not per
   // change) are exclusivity-unchecked: each dynamic check costs about 75
   // instructions, 7 a pass, which is 7 % of a commit of 10 changes
-  // (`ordo-bench --profile commit-handles:100000`, callgrind). Only
-  // touched with the bus's lock held.
+  // (`ordo-bench --profile commit-handles:100000`, callgrind).
   @exclusivity(unchecked) private(set) var registry = Registry()
   private var byName = UnretainedTable<ContractState>()
   private(set) var readIndex = PatternIndex()

@@ -2,6 +2,10 @@
 /// schedule, in which order they are called, what each receives, and the
 /// commit at the end. One runner per bus; it runs on the committing thread
 /// with the bus's lock held, and lets the lock go only around callbacks.
+///
+/// Guarded by the bus's lock, so exclusivity is unchecked: its
+/// `@exclusivity(unchecked)` fields skip the dynamic check (the cost of
+/// each is measured beside it).
 final class PassRunner {
   let gate: Gate
   let store: Store
@@ -13,8 +17,7 @@ final class PassRunner {
   private(set) var serial: UInt32 = 0
   // Pushed and popped for every scheduled contract. Without
   // @exclusivity(unchecked) the delivery workload (`ordo-bench --profile
-  // delivery`, callgrind) runs 16 % more instructions; it is only touched
-  // with the bus's lock held.
+  // delivery`, callgrind) runs 16 % more instructions.
   @exclusivity(unchecked) private var schedule = Schedule()
   private var markSerial: UInt32 = 0
 

@@ -125,6 +125,10 @@ enum WriteOp {
 /// values, counters and changed-at, the last committed transaction id and
 /// the epoch, and the running transaction's journal. It knows nothing of
 /// contracts or threads; the bus calls it with its lock held.
+///
+/// Guarded by the bus's lock, so exclusivity is unchecked: its
+/// `@exclusivity(unchecked)` fields skip the dynamic check (the cost of
+/// each is measured beside it).
 final class Store {
   /// The states of its nodes, in creation order.
   let slab = NodeSlab()
@@ -134,7 +138,7 @@ final class Store {
   // Probed by every write through a keypath string. Without
   // @exclusivity(unchecked) the delivery workload (`ordo-bench --profile
   // delivery`, callgrind) runs 8 % more instructions, a commit at 100 000
-  // contracts 7 % more; it is only touched with the bus's lock held.
+  // contracts 7 % more.
   @exclusivity(unchecked) var nodes = UnretainedTable<KeyNode>()
   let journal = Journal()
   /// Scalar sets of the owner's open transaction not yet applied
