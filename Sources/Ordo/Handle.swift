@@ -159,7 +159,7 @@ extension Bus {
 /// state. The state's block names its slab and the slab its bus's link
 /// (``NodeSlab/slab(of:)``), so the word leads back to its bus with no
 /// lookup and no object of its own: a write through it touches the state's
-/// line and its block's anchor line (shared by the block's 4 032 states;
+/// line and its block's anchor line (shared by the block's 4 095 states;
 /// it was the page's header, shared by 63, until the writes were held
 /// back and it became the one miss a C write waited for). An
 /// object per handle cost a C write at 100 000 keypaths one more cache

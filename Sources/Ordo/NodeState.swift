@@ -149,8 +149,8 @@ enum Readers {
   }
 }
 
-/// The dense table of a store's node states (``StatePages`` with a one-line
-/// header per page that names the table, in anchored blocks): states handed out in the order
+/// The dense table of a store's node states (``StatePages`` in anchored
+/// blocks, whose anchor names the table): states handed out in the order
 /// nodes are made (so consecutive keypaths have consecutive states), a
 /// released state reused by the next
 /// node. Retained by every node: a node can outlive its store (a handle's
@@ -158,11 +158,9 @@ enum Readers {
 /// changed keypaths), and nodes can then be released on any thread, hence
 /// the mutex. The pages go when the last node does.
 final class NodeSlab: @unchecked Sendable {
-  /// Each page holds one line, at a place that depends on the page
-  /// (``StatePages/header(of:headerSize:)``), that names its slab; the one
-  /// of each block's anchor page is what ``slab(of:)`` reads, so that a
-  /// state leads to its bus (``HandleAddress``) through a line that 4 032
-  /// states share.
+  /// Each block's anchor is one line that names the slab, what
+  /// ``slab(of:)`` reads, so that a state leads to its bus
+  /// (``HandleAddress``) through a line that 4 095 states share.
   static let headerSize = StatePages.lineSize
   private let table = Mutex(StatePages(headerSize: NodeSlab.headerSize, anchored: true))
   /// The link of the bus whose store made the slab, not retained: set once,
@@ -178,7 +176,7 @@ final class NodeSlab: @unchecked Sendable {
   }
 
   /// The slab a state lies in, from its block's anchor (a header that
-  /// 4 032 states share, see ``StatePages``).
+  /// 4 095 states share, see ``StatePages``).
   @inline(__always)
   static func slab(of state: UnsafeRawPointer) -> Unmanaged<NodeSlab> {
     UnsafeRawPointer(StatePages.anchor(of: state, headerSize: headerSize)).load(as: Unmanaged<NodeSlab>.self)
