@@ -37,9 +37,9 @@ import Testing
   @Test func contenderWakesWithinBound() {
     let lock = MonitorLock.make()
     defer { lock.destroy() }
-    let round = Atomic<Int>(0)
-    let trying = Atomic<Int>(0)
-    let acquired = Atomic<Int>(0)
+    // The round the holder opened, the last the contender began to wait
+    // in, and the last in which it took the lock.
+    let round = Atomic<Int>(0), trying = Atomic<Int>(0), acquired = Atomic<Int>(0)
     let rounds = 300
     let contender = Thread {
       for r in 1...rounds {
