@@ -20,8 +20,8 @@ import Synchronization
 @usableFromInline
 final class BusLink: @unchecked Sendable {
   /// The bus's address, 0 once it is gone: set in the bus's init, cleared
-  /// in its deinit, read without a lock (see above). Unretained:
-  /// docs/reliability.md, "Unretained references", the link's row.
+  /// in its deinit, read without a lock (see above).
+  /// Unretained: docs/reliability.md, "Unretained references", row "the bus a link names".
   private let address = Atomic<UInt>(0)
   /// Hooks that run once when the next pass ends. Bus lock held.
   var endOfPass: [@Sendable () -> Void] = []

@@ -37,6 +37,7 @@ struct ContractPassState: ~Copyable {
   /// registry lets an unregistered contract go at once, or when the pass or
   /// its own call that names it ends (see ``Registry``); nothing else
   /// retains a contract.
+  /// Unretained: docs/reliability.md, "Unretained references", row "a contract's callback, called borrowed".
   let callback: ContractCallback
 
   /// Calls the callback in place. The state is noncopyable and the call
@@ -82,6 +83,7 @@ struct ContractPassState: ~Copyable {
 /// slab (``ContractSlab/moreTriggers``). Not retained: the
 /// store keeps its nodes through the pass, and a contract's triggers are
 /// cleared before it is scheduled again, unread.
+/// Unretained: docs/reliability.md, "Unretained references", row "a contract's first trigger".
 struct TriggerWord {
   private var bits: UInt = 0
 
@@ -259,6 +261,7 @@ struct PackedContractRef {
 /// use retains the slab, so the slab goes with its last contract (a
 /// contract can be released without the bus's lock, after its graph);
 /// hence also the mutex.
+/// Unretained: docs/reliability.md, "Unretained references", row "the table of contract states".
 final class ContractSlab: @unchecked Sendable {
   static let headerSize = 512
   /// States per page.
@@ -287,6 +290,7 @@ final class ContractSlab: @unchecked Sendable {
 
   /// The byte offset of a state's owner entry in its page's header.
   @inline(__always)
+  /// Unretained: docs/reliability.md, "Unretained references", row "a contract state's owner".
   private static func ownerOffset(of s: UnsafeRawPointer) -> Int {
     8 + 8 * StatePages.index(of: s, headerSize: headerSize)
   }

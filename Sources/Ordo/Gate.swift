@@ -14,6 +14,7 @@ import Synchronization
 struct CallFrame {
   /// Named by its pass state, not retained: the pass's schedule, or
   /// `register` for an initial call, holds the contract for the whole call.
+  /// Unretained: docs/reliability.md, "Unretained references", row "the pass's schedule and the running contract".
   var contract: ContractRef
   var depth = 0
   var suspended = false
@@ -240,9 +241,7 @@ final class Gate {
     case .initial(let outer, _): phase = .initial(outer: outer, call: frame)
     case .idle: preconditionFailure("a callback runs in a transaction or a pass")
     }
-    lock.unlock()
-    body()
-    lock.lock()
+    withLockReleased(body)
     phase = previous
   }
 
@@ -253,10 +252,17 @@ final class Gate {
   func callInPass(_ contract: ContractRef, _ txn: UInt64, _ body: () -> Void) {
     assert({ if case .pass(txn, nil) = phase { true } else { false } }(), "a pass step runs with no callback running")
     phase = .pass(txn: txn, call: CallFrame(contract: contract))
+    withLockReleased(body)
+    phase = .pass(txn: txn, call: nil)
+  }
+
+  /// Runs `body` with the lock let go: a call out of a section under the
+  /// lock (a callback, a handler). Lock held on entry and on return.
+  @inline(__always)
+  func withLockReleased(_ body: () -> Void) {
     lock.unlock()
     body()
     lock.lock()
-    phase = .pass(txn: txn, call: nil)
   }
 
   /// Sets the running pass's id. Lock held.

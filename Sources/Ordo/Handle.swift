@@ -31,6 +31,7 @@ public struct Handle: @unchecked Sendable, Hashable, CustomStringConvertible {
   // mutable state is only touched with its bus's lock held; its key and
   // ids never change.
   let link: BusLink
+  /// Unretained: docs/reliability.md, "Unretained references", row "a handle's node".
   let ref: NodeRef
 
   init(node: KeyNode, link: BusLink) {
@@ -169,6 +170,7 @@ extension Bus {
 /// a use after that is the bridge's caller's bug, as a freed pointer is.
 /// Every operation goes through the bus's one write path or its reads, and
 /// obeys every rule as ``Handle`` does.
+/// Unretained: docs/reliability.md, "Unretained references", row "a C handle".
 package struct HandleAddress: Equatable {
   /// The address, as the bridge hands it out.
   package let raw: UnsafeRawPointer

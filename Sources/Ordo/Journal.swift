@@ -16,6 +16,7 @@ final class Journal {
   struct Record {
     /// Not retained: the node is in the store's tree, or in ``created``,
     /// until ``reset()`` drops the records.
+    /// Unretained: docs/reliability.md, "Unretained references", row "a journal record's node".
     let node: NodeRef
     /// The node's value at the start of the transaction, once saved (it is
     /// saved by the first write that alters it).

@@ -35,9 +35,11 @@ struct NodeState {
   var readers = Readers.none
   /// The node whose state this is (not retained: the node owns its state
   /// and releases it in its deinit).
+  /// Unretained: docs/reliability.md, "Unretained references", row "a node state's node".
   let node: Unmanaged<KeyNode>
   /// The key as NUL-terminated UTF-8, for bridges to C (see
   /// ``NodeRef/cKey``), beside the fields the write fetched.
+  /// Unretained: docs/reliability.md, "Unretained references", row "a single changed keypath's C string".
   var cKey: UnsafeMutablePointer<CChar>?
 
   /// A generation no graph has.
@@ -124,6 +126,7 @@ extension Readers {
 /// cache is rebuilt before it is read. (Retained, a stale cache would keep
 /// an unregistered contract, and what its callback captures, alive.)
 /// One word, so that a node's state fits a cache line.
+/// Unretained: docs/reliability.md, "Unretained references", row "a keypath's readers".
 enum Readers {
   case none
   /// Exactly one reader.
@@ -157,6 +160,7 @@ enum Readers {
 /// node is kept by the bus's link, a notification's by the copies of its
 /// changed keypaths), and nodes can then be released on any thread, hence
 /// the mutex. The pages go when the last node does.
+/// Unretained: docs/reliability.md, "Unretained references", row "the table of node states".
 final class NodeSlab: @unchecked Sendable {
   /// Each block's anchor is one line that names the slab, what
   /// ``slab(of:)`` reads, so that a state leads to its bus
@@ -167,6 +171,7 @@ final class NodeSlab: @unchecked Sendable {
   /// by the bus's init, before the bus can make a handle; used only through
   /// a ``HandleAddress``, which is valid while the bus (and so its link)
   /// lives.
+  /// Unretained: docs/reliability.md, "Unretained references", row "a node state's table".
   private(set) var link: Unmanaged<BusLink>?
 
   /// Names the bus of the slab's states (the bus's init, once).

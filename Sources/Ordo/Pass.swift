@@ -457,9 +457,7 @@ final class PassRunner {
   /// Tells the failure handler, without the lock. Lock held.
   func report(_ failure: ContractFailure) {
     guard let handler = failureHandler else { return }
-    gate.lock.unlock()
-    handler(failure)
-    gate.lock.lock()
+    gate.withLockReleased { handler(failure) }
   }
 
   /// Starts a new pass serial. When the 32 bits run out (after four
@@ -489,6 +487,7 @@ final class PassRunner {
 /// The bulk lives in two ``Buffer``s rather than arrays: every scheduled
 /// contract is pushed and popped once. Only touched with the bus's lock
 /// held; ``free()`` releases the buffers.
+/// Unretained: docs/reliability.md, "Unretained references", row "the pass's schedule and the running contract".
 struct Schedule {
   private typealias Ref = ContractRef
   /// Pushed since the run was taken.

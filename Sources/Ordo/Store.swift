@@ -84,6 +84,7 @@ final class KeyNode {
 /// needs it).
 enum Target {
   /// Not retained: the store keeps its nodes while the bus's lock is held.
+  /// Unretained: docs/reliability.md, "Unretained references", row "a resolved write target".
   case node(NodeRef)
   /// The keypath, its segments, and their ids where the segment table knows
   /// them (``SegmentTable/unknown`` otherwise).
