@@ -35,6 +35,12 @@ public struct OrdoError: Error, Hashable, Sendable, CustomStringConvertible {
     /// A transaction could not be stored by a persistence layer; nothing of
     /// it was applied (`ORDO_E_STORAGE`).
     case storage = 13
+    /// A write, value or contract the bus's schema does not allow, or a
+    /// schema that does not validate (`ORDO_E_SCHEMA`).
+    case schema = 14
+    /// A conditional commit found a keypath's counter other than expected;
+    /// nothing was applied (`ORDO_E_CONFLICT`).
+    case conflict = 15
     /// A bug in Ordo (`ORDO_E_INTERNAL`).
     case `internal` = 99
 
@@ -55,6 +61,8 @@ public struct OrdoError: Error, Hashable, Sendable, CustomStringConvertible {
       case .limit: "LIMIT"
       case .dbus: "DBUS"
       case .storage: "STORAGE"
+      case .schema: "SCHEMA"
+      case .conflict: "CONFLICT"
       case .internal: "INTERNAL"
       }
     }
