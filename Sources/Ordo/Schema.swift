@@ -266,7 +266,7 @@ public struct Schema: Sendable, Hashable, CustomStringConvertible {
 
   /// Checks that a contract's pattern matches at least one declared keypath.
   func checkPattern(_ p: Pattern, contract: String, role: String) throws(OrdoError) {
-    guard !declarations.contains(where: { Schema.overlaps(p, $0.segments) }) else { return }
+    guard !index.matches(p) else { return }
     var message = "contract \"\(contract)\": \(role) pattern \"\(p.string)\" matches no keypath declared in the schema"
     if let near = nearest(p.fixed.map { if case .literal(let l) = $0 { l } else { "*" } } + (p.isTree ? ["**"] : [])) {
       message += "; did you mean \"\(near)\"?"
@@ -398,6 +398,23 @@ struct SchemaIndex: Sendable {
       if i == segments.count { return true }
       if let c = nodes[at].children[segments[i]], walk(Int(c), i + 1) { return true }
       return nodes[at].star >= 0 && walk(Int(nodes[at].star), i + 1)
+    }
+    return walk(0, 0)
+  }
+
+  /// Whether some concrete keypath matches both the pattern and a
+  /// declaration: a walk that follows a literal segment to its child and to
+  /// `*`, and `*` to every child. Every node lies on the way to a
+  /// declaration, so a `**` pattern matches once its prefix is reached.
+  func matches(_ p: Pattern) -> Bool {
+    func walk(_ at: Int, _ i: Int) -> Bool {
+      if i == p.fixed.count { return p.isTree || nodes[at].declaration >= 0 }
+      let node = nodes[at]
+      if node.star >= 0, walk(Int(node.star), i + 1) { return true }
+      switch p.fixed[i] {
+      case .literal(let l): return node.children[l].map { walk(Int($0), i + 1) } ?? false
+      case .any: return node.children.values.contains { walk(Int($0), i + 1) }
+      }
     }
     return walk(0, 0)
   }
