@@ -9,8 +9,8 @@ extension Bus {
   /// - Throws: ``OrdoError/Code/invalidKeypath``, ``OrdoError/Code/contractViolation``.
   public func value(_ keypath: String) throws(OrdoError) -> Value? {
     try withGate { () throws(OrdoError) in
-      guard let n = try readable(keypath) else { return nil }
-      return store.value(n, own: gate.isOwner)
+      guard let n = try readable(keypath) else { return orDefault(nil, keypath) }
+      return orDefault(store.value(n, own: gate.isOwner), keypath)
     }
   }
 
@@ -45,7 +45,7 @@ extension Bus {
 
   /// Validates a keypath and applies the running callback's read rule; the
   /// node if the store has one. Lock held.
-  private func readable(_ keypath: String) throws(OrdoError) -> KeyNode? {
+  func readable(_ keypath: String) throws(OrdoError) -> KeyNode? {
     let t = try store.target(keypath)
     if let c = gate.reader { try Rules.checkRead(c, keypath, t.ids, contractGraph) }
     if case .node(let n) = t { return n.node }

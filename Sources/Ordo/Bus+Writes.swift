@@ -56,6 +56,7 @@ extension Bus {
         case .removeTree(let k): resolved.append((try store.target(k), .removeTree))
         }
       }
+      if store.schema != nil { for (t, op) in resolved { try checkSchema(t, op) } }
       let access = gate.writeAccess
       switch access {
       case .refused: throw Rules.noTransaction(resolved[0].1, resolved[0].0.keypath)
@@ -79,6 +80,7 @@ extension Bus {
   func checkWrite(_ keypath: String) throws(OrdoError) {
     try withGate { () throws(OrdoError) in
       let t = try store.target(keypath)
+      if store.schema != nil { try checkSchema(t, .touch) }
       switch gate.writeAccess {
       case .refused: throw Rules.noTransaction(.touch, keypath)
       case .free: break

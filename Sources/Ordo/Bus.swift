@@ -272,6 +272,7 @@ public final class Bus: @unchecked Sendable {
   /// then one apply. Lock held.
   @inline(__always)
   func write(_ t: Target, _ op: WriteOp) throws(OrdoError) {
+    if store.schema != nil { try checkSchema(t, op) }
     if case .set(.string(let s)) = op { try Rules.checkString(s, t) }
     let access = gate.writeAccess
     switch access {

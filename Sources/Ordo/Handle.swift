@@ -62,6 +62,7 @@ extension Bus {
   ///   (patterns are not keypaths).
   public func resolve(_ keypath: String) throws(OrdoError) -> Handle {
     try withGate { () throws(OrdoError) in
+      try checkSchemaResolve(keypath, as: nil)
       let node = try store.pin(keypath)
       // From now on the link keeps the pinned nodes when the bus goes.
       link.keepsPinned = true
@@ -116,7 +117,7 @@ extension Bus {
   func value(node: NodeRef) throws(OrdoError) -> Value? {
     try withGate { () throws(OrdoError) in
       let n = try readable(node.node)
-      return store.value(n, own: gate.isOwner)
+      return orDefault(store.value(n, own: gate.isOwner), n.key)
     }
   }
 

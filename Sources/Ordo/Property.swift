@@ -203,7 +203,8 @@ extension Bus {
   /// - Throws: ``OrdoError/Code/invalidKeypath`` for a malformed keypath
   ///   (patterns are not keypaths).
   public func property<T: PropertyValue>(_ keypath: String, as type: T.Type = T.self) throws(OrdoError) -> Property<T> {
-    makeProperty(try resolve(keypath).node, as: T.self)
+    try checkSchemaResolve(keypath, as: T.ordoTypeName)
+    return makeProperty(try resolve(keypath).node, as: T.self)
   }
 
   /// A typed property for a handle of this bus.
@@ -214,6 +215,7 @@ extension Bus {
     guard handle.link === link else {
       throw OrdoError(.invalidArgument, "the handle of \"\(handle.keypath)\" belongs to another bus")
     }
+    try checkSchemaResolve(handle.keypath, as: T.ordoTypeName)
     return makeProperty(handle.node, as: T.self)
   }
 

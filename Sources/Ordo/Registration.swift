@@ -24,6 +24,7 @@ struct Registration {
     if reads.isEmpty && !writes.isEmpty {
       throw OrdoError(.invalidArgument, "contract \"\(spec.name)\" has an empty read set (every-transaction) and may not write; its write set is [\(spec.writes.joined(separator: ", "))]")
     }
+    try bus.checkSchema(spec, reads: reads, writes: writes)
     self.spec = spec
     self.bus = bus
   }

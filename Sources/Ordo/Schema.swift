@@ -436,3 +436,50 @@ struct SchemaIndex: Sendable {
     return walk(0, 0)
   }
 }
+
+/// What a bus's schema asks of a write to one keypath, in one byte that a
+/// node's state keeps (``NodeState/schemaRule``): nothing (no schema), an
+/// undeclared keypath, or its declared type and whether the declaration
+/// constrains values further (then the declaration itself is consulted).
+struct SchemaRule: Equatable {
+  let bits: UInt8
+
+  /// No schema: nothing to check.
+  static let none = SchemaRule(bits: 0)
+  /// Under a schema that does not declare the keypath.
+  static let undeclared = SchemaRule(bits: 7)
+  private static let constrained: UInt8 = 8
+
+  private init(bits: UInt8) { self.bits = bits }
+
+  /// The rule of a keypath's segments under `schema`.
+  init(_ schema: Schema, _ segments: [String]) {
+    guard let i = schema.index.lookup(segments) else {
+      self = .undeclared
+      return
+    }
+    let d = schema.declarations[i]
+    let type = UInt8(Schema.ValueType.allCases.firstIndex(of: d.type)! + 1)
+    let constrained = d.minimum != nil || d.maximum != nil || !d.choices.isEmpty || d.maxLength != nil
+    bits = type | (constrained ? SchemaRule.constrained : 0)
+  }
+
+  /// Whether a write needs no look at the declaration: no schema, or a
+  /// set of a value of the declared, unconstrained type.
+  @inline(__always)
+  func admits(_ value: Value) -> Bool {
+    bits == 0 || bits == SchemaRule.code(value)
+  }
+
+  /// The rule bits a value of `value`'s type meets when unconstrained.
+  @inline(__always)
+  static func code(_ value: Value) -> UInt8 {
+    switch value {
+    case .bool: 1
+    case .int64: 2
+    case .double: 3
+    case .string: 4
+    case .bytes: 5
+    }
+  }
+}

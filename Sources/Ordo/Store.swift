@@ -153,6 +153,11 @@ final class Store {
   /// Identifies this store's history (SPEC §10): ids, counters and
   /// changed-at compare only within one epoch.
   var epoch: String
+  /// The schema every write is checked against (SPEC §14), if any. Set
+  /// when the bus is made; replaced only by a bridge's reload
+  /// (``Bus/replaceSchema(_:)``), with the lock held and no other thread
+  /// using the bus.
+  var schema: Schema?
 
   init() {
     root = KeyNode(key: "", ids: [], hash: hashString(""), slab: slab)
@@ -212,6 +217,7 @@ final class Store {
       }
       let key = i == parts.count - 1 ? k : prefix
       let next = KeyNode(key: key, ids: ids, hash: hashString(key), slab: slab)
+      if let schema { next.ref.state.pointee.schemaRule = SchemaRule(schema, Array(parts[...i])) }
       node.children[id] = next
       nodes.insert(next)
       journal.created.append(next)
