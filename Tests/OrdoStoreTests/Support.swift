@@ -83,7 +83,7 @@ final class Child {
 
   /// The next line of output (without the newline), or nil at end of file
   /// or after `timeout` seconds.
-  func line(timeout: Double = 30) -> String? {
+  func line(timeout: Double = 120) -> String? {
     let deadline = now() + timeout
     while true {
       if let nl = buffer.firstIndex(of: 10) {
