@@ -51,14 +51,15 @@ extension Bus {
     for p in writes { try schema.checkPattern(p, contract: spec.name, role: "write") }
   }
 
-  /// Refuses to resolve a keypath the schema does not declare (a handle
-  /// or a property names a declared keypath), or a property of another
-  /// type than the declared one.
+  /// Refuses to resolve a keypath outside the schema: a handle names a
+  /// declared keypath or a prefix of one (a collection element, for
+  /// `removeTree`), a property a declared keypath of its type.
   func checkSchemaResolve(_ keypath: String, as typeName: String?) throws(OrdoError) {
     guard let schema = store.schema else { return }
     let segments = keypath.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+    guard let typeName else { return try schema.checkTree(keypath, segments) }
     let d = schema.declarations[try schema.resolve(keypath, segments)]
-    if let typeName, typeName != d.type.rawValue {
+    if typeName != d.type.rawValue {
       throw OrdoError(.typeMismatch, "keypath \"\(keypath)\" is declared \(d.type.rawValue) in the schema, not \(typeName)")
     }
   }

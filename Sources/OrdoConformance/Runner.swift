@@ -30,7 +30,7 @@ public enum ConformanceRunner {
   /// Runs one scenario; returns the first difference (nil when it passes)
   /// and every contract call made, as `name [changed] txn` lines.
   public static func record(_ scenario: Scenario, access: Access) -> (failure: String?, calls: [String]) {
-    let state = RunState(bus: Bus(), access: access)
+    let state = RunState(bus: scenario.makeBus(), access: access)
     do {
       for step in scenario.steps {
         try state.perform(step, inCallback: false)
@@ -49,7 +49,7 @@ public enum ConformanceRunner {
   /// its "because" holds every keypath the contract was told of. Returns
   /// nil, or what differed.
   public static func traceCheck(_ scenario: Scenario) -> String? {
-    let bus = Bus()
+    let bus = scenario.makeBus()
     let traces = TraceLog()
     bus.onTrace { traces.add($0) }
     let state = RunState(bus: bus, access: .strings)
@@ -151,6 +151,12 @@ final class RunState: @unchecked Sendable {
     access == .handles ? try bus.resolve(key) : nil
   }
 
+  /// ``handle(_:)`` for a read: a keypath its schema does not declare has
+  /// no handle (resolving it is refused), so it is read by its string.
+  private func readHandle(_ key: String) throws -> Handle? {
+    do { return try handle(key) } catch let e as OrdoError where e.code == .schema { return nil }
+  }
+
   func record(_ call: RecordedCall) {
     lock.withLock { calls.append(call) }
   }
@@ -218,6 +224,9 @@ final class RunState: @unchecked Sendable {
       let want = try step.value("expect")
       guard let v = got as? Value, v == want else {
         throw ScenarioError("\(step.location): expected \(want), got \(got.map { "\($0)" } ?? "nothing")")
+      }
+      if let want = (step.fields["expect_stored"] as? NSNumber)?.boolValue, try bus.isStored(try step.string("key")) != want {
+        throw ScenarioError("\(step.location): expected a \(want ? "stored value" : "default"), got \(want ? "a default" : "a stored value")")
       }
     case "counter":
       guard let want = (step.fields["expect"] as? NSNumber)?.uint64Value else {
@@ -295,12 +304,12 @@ final class RunState: @unchecked Sendable {
       return nil
     case "get":
       let key = try step.string("key")
-      let v = try handle(key).map { try bus.value($0) } ?? bus.value(key)
+      let v = try readHandle(key).map { try bus.value($0) } ?? bus.value(key)
       guard let v else { throw OrdoError(.notFound, "\"\(key)\" holds no value") }
       return v
     case "counter":
       let key = try step.string("key")
-      if let h = try handle(key) { return try bus.counter(h) }
+      if let h = try readHandle(key) { return try bus.counter(h) }
       return try bus.counter(key)
     default:
       throw ScenarioError("\(step.location): unknown op")

@@ -13,6 +13,9 @@ public struct Scenario: Sendable {
   let steps: [Step]
   /// Where it came from, for messages.
   public let source: String
+  /// The schema its bus is made with (the scenario's `schema` field, a
+  /// schema document inline), if any.
+  public let schema: Schema?
 
   /// Parses a scenario file's contents.
   public init(json data: Data, source: String) throws {
@@ -24,12 +27,25 @@ public struct Scenario: Sendable {
     self.name = name
     self.about = object["about"] as? String ?? ""
     self.source = source
+    if let s = object["schema"] {
+      guard JSONSerialization.isValidJSONObject(s) else { throw ScenarioError("\(source): \"schema\" is a schema document (an object)") }
+      do {
+        self.schema = try Schema(json: try JSONSerialization.data(withJSONObject: s))
+      } catch let e as OrdoError {
+        throw ScenarioError("\(source): \"schema\" does not validate: \(e.message)")
+      }
+    } else {
+      self.schema = nil
+    }
     var parsed: [Step] = []
     for (i, s) in steps.enumerated() {
       parsed.append(try Step(s, where: "\(source): step \(i + 1)"))
     }
     self.steps = parsed
   }
+
+  /// A fresh bus for a run: with the scenario's schema, if it has one.
+  func makeBus() -> Bus { schema.map { Bus(schema: $0) } ?? Bus() }
 
   /// Loads every `*.json` file of a directory, sorted by file name.
   public static func load(directory: String) throws -> [Scenario] {
