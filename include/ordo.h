@@ -99,6 +99,14 @@ typedef enum ordo_status {
   /** A persistence layer could not store the transaction; nothing of it was
    *  applied (a durable ordod, SPEC §11). */
   ORDO_E_STORAGE = 13,
+  /** A write, value or contract the bus's schema does not allow, or a
+   *  schema that does not validate (SPEC §14; docs/schema.md). The message
+   *  names the keypath and the rule, and for an undeclared keypath the
+   *  nearest declared one. */
+  ORDO_E_SCHEMA = 14,
+  /** A conditional commit found a keypath's counter other than expected;
+   *  nothing was applied (SPEC §15). */
+  ORDO_E_CONFLICT = 15,
   /** A bug in Ordo. Please report it with the message. */
   ORDO_E_INTERNAL = 99
 } ordo_status;
@@ -136,6 +144,37 @@ const char *ordo_status_name(ordo_status status);
  *  function here, it aborts the process if memory is exhausted while the
  *  library allocates its own objects.) */
 ordo_bus *ordo_bus_new(void);
+
+/** Makes an empty bus that enforces a schema (SPEC §14, docs/schema.md),
+ *  given as its JSON text (NUL-terminated UTF-8). With a schema, a write of
+ *  an undeclared keypath, a value outside its declaration's constraints or
+ *  a set of an event is ORDO_E_SCHEMA, a value of another type
+ *  ORDO_E_TYPE_MISMATCH, a contract whose pattern matches no declared
+ *  keypath ORDO_E_SCHEMA at ordo_register, and a read of a declared keypath
+ *  without a stored value returns its default (ordo_is_stored tells them
+ *  apart). Handles resolve only declared keypaths and prefixes of them.
+ *  Free the bus with ordo_bus_free. Thread-safe.
+ *
+ *  Returns ORDO_OK and *out, ORDO_E_INVALID_ARGUMENT (a NULL argument, text
+ *  that is not UTF-8), or ORDO_E_SCHEMA (the schema does not validate; the
+ *  message names the entry and the problem); *out is untouched on failure. */
+ordo_status ordo_bus_new_with_schema(const char *schema_json, ordo_bus **out);
+
+/** ordo_bus_new_with_schema with the JSON text read from the file at
+ *  `path`. Returns the same, and ORDO_E_INVALID_ARGUMENT naming the path and
+ *  the reason when the file cannot be read. */
+ordo_status ordo_bus_new_with_schema_file(const char *path, ordo_bus **out);
+
+/** The schema the bus enforces, as JSON text in its canonical form (keys
+ *  sorted, one per line: the same schema always gives the same text), or
+ *  NULL in *out for a bus made without a schema. Free the text with
+ *  ordo_free. Returns ORDO_OK or ORDO_E_INVALID_ARGUMENT (a NULL argument). */
+ordo_status ordo_schema_json(ordo_bus *bus, char **out);
+
+/** Whether `keypath` holds a stored value (*out true), as opposed to no
+ *  value or its schema default (*out false), which ordo_get_* return alike.
+ *  Read like ordo_get_int64 (contract rules inside a callback). */
+ordo_status ordo_is_stored(ordo_bus *bus, const char *keypath, bool *out);
 
 /** Frees a bus: unregisters every contract (calling each contract's destroy
  *  function once, on this thread), stops a D-Bus publication, and frees the

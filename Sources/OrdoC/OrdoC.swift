@@ -45,6 +45,8 @@ public func ordo_status_name(_ status: ordo_status) -> UnsafePointer<CChar>? {
     case ORDO_E_LIMIT: "ORDO_E_LIMIT"
     case ORDO_E_DBUS: "ORDO_E_DBUS"
     case ORDO_E_STORAGE: "ORDO_E_STORAGE"
+    case ORDO_E_SCHEMA: "ORDO_E_SCHEMA"
+    case ORDO_E_CONFLICT: "ORDO_E_CONFLICT"
     case ORDO_E_INTERNAL: "ORDO_E_INTERNAL"
     default: "ORDO_E_UNKNOWN"
     }

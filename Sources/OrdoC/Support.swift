@@ -181,7 +181,9 @@ final class PMutex: @unchecked Sendable {
 /// the handle unretained, so there is no cycle.
 final class CBus: @unchecked Sendable {
   /// The core bus.
-  let bus = Bus()
+  let bus: Bus
+
+  init(schema: Schema? = nil) { bus = schema.map(Bus.init(schema:)) ?? Bus() }
 
   /// The D-Bus publication of this bus (managed by DBus.swift); released
   /// before the bus when the bus is freed.

@@ -63,6 +63,8 @@ def load_library(path):
         "ordo_last_error_message": (c_char_p, []),
         "ordo_status_name": (c_char_p, [st]),
         "ordo_bus_new": (c_void_p, []),
+        "ordo_bus_new_with_schema": (st, [c_char_p, POINTER(c_void_p)]),
+        "ordo_is_stored": (st, [c_void_p, c_char_p, POINTER(c_bool)]),
         "ordo_bus_free": (None, [c_void_p]),
         "ordo_begin": (st, [c_void_p]),
         "ordo_commit": (st, [c_void_p, POINTER(c_uint64)]),
@@ -196,6 +198,8 @@ def decode_value(raw, location):
 # Scenarios
 # ---------------------------------------------------------------------------
 
+ORDO_E_SCHEMA = 14
+
 KNOWN_OPS = ["register", "unregister", "begin", "commit", "rollback", "set", "touch", "remove",
              "remove_tree", "get", "counter"]
 
@@ -270,6 +274,8 @@ class Scenario:
             raise ScenarioError('%s: missing "steps"' % source)
         self.name = obj["name"]
         self.source = source
+        # A schema document inline: the scenario's bus is made with it.
+        self.schema = obj.get("schema")
         self.steps = [Step(s, "%s: step %d" % (source, i + 1), known_errors) for i, s in enumerate(obj["steps"])]
 
 
@@ -294,13 +300,19 @@ def encode(s):
 class Run:
     """One scenario against one bus."""
 
-    def __init__(self, ordo, via_handles=False):
+    def __init__(self, ordo, via_handles=False, schema=None):
         self.ordo = ordo
         # Through handles, every set/touch/remove/get/counter resolves its
         # keypath with ordo_resolve and calls the ordo_handle_* variant.
         self.via_handles = via_handles
         self.lib = ordo.lib
-        self.bus = self.lib.ordo_bus_new()
+        if schema is None:
+            self.bus = self.lib.ordo_bus_new()
+        else:
+            bus = c_void_p(None)
+            if self.lib.ordo_bus_new_with_schema(json.dumps(schema).encode(), byref(bus)) != 0:
+                raise ScenarioError("the schema does not validate: %s" % self.lib.ordo_last_error_message().decode())
+            self.bus = bus.value
         self.calls = []            # (contract name, [changed], txn)
         self.action_failures = []
         self.handles = {}          # name -> contract id
@@ -382,6 +394,11 @@ class Run:
             want = step.value("expect")
             if got != want:
                 raise ScenarioError("%s: expected %s, got %s" % (step.location, want, got if got is not None else "nothing"))
+            if "expect_stored" in step.fields:
+                stored = c_bool(False)
+                self.check(self.lib.ordo_is_stored(self.bus, encode(step.string("key")), byref(stored)))
+                if stored.value != bool(step.fields["expect_stored"]):
+                    raise ScenarioError("%s: expected %s" % (step.location, "a stored value" if step.fields["expect_stored"] else "a default"))
         elif step.op == "counter":
             want = step.fields.get("expect")
             if not isinstance(want, (int, float)) or isinstance(want, bool):
@@ -460,6 +477,10 @@ class Run:
             return getattr(self.lib, "ordo_" + fn)(self.bus, key, *rest)
         h = c_void_p(None)
         st = self.lib.ordo_resolve(self.bus, key, byref(h))
+        if st == ORDO_E_SCHEMA and fn.startswith("get"):
+            # A keypath the schema does not declare has no handle: read it
+            # by its string.
+            return getattr(self.lib, "ordo_" + fn)(self.bus, key, *rest)
         if st != 0:
             return st
         if self.lib.ordo_handle_keypath(h) != key:
@@ -549,7 +570,7 @@ class Run:
 
 def run_scenario(ordo, scenario, via_handles=False):
     """Runs a scenario; returns (failure or None, the calls made)."""
-    run = Run(ordo, via_handles)
+    run = Run(ordo, via_handles, scenario.schema)
     failure = None
     try:
         for step in scenario.steps:
