@@ -8,7 +8,7 @@ named after ``ordo_status`` and ``dev.ordo.Error.*``) and one value model:
 
 from .errors import (AccessDenied, ConnectionLost, ContractViolation, Cycle, DBus, DuplicateName, Internal,
                      InvalidArgument, InvalidKeypath, LibraryNotFound, Limit, NoTransaction, NotFound,
-                     OrderConflict, OrdoError, Stability, Stale, Storage, Timeout, TypeMismatch)
+                     OrderConflict, OrdoError, Schema, Conflict, Stability, Stale, Storage, Timeout, TypeMismatch)
 from .values import Value
 from .client import (Changes, Client, Entry, MergedWrite, MergingWriter, Notification, Position, Snapshot, TraceWatch,
                      Watch, Writer, Writes)
@@ -24,5 +24,5 @@ __all__ = [
     "Trace", "TraceStep", "TraceWatch", "ContractInfo",
     "OrdoError", "InvalidArgument", "InvalidKeypath", "TypeMismatch", "NotFound", "NoTransaction",
     "ContractViolation", "Stability", "Cycle", "OrderConflict", "DuplicateName", "Limit", "DBus", "Internal",
-    "AccessDenied", "Storage", "Stale", "Timeout", "ConnectionLost", "LibraryNotFound",
+    "AccessDenied", "Storage", "Schema", "Conflict", "Stale", "Timeout", "ConnectionLost", "LibraryNotFound",
 ]

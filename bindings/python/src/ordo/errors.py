@@ -21,7 +21,8 @@ from typing import Dict, Optional, Type
 __all__ = [
     "OrdoError", "InvalidArgument", "InvalidKeypath", "TypeMismatch", "NotFound", "NoTransaction",
     "ContractViolation", "Stability", "Cycle", "OrderConflict", "DuplicateName", "Limit", "DBus",
-    "Internal", "Timeout", "ConnectionLost", "AccessDenied", "Storage", "Stale", "LibraryNotFound", "error_for_status",
+    "Internal", "Timeout", "ConnectionLost", "AccessDenied", "Storage", "Schema", "Conflict", "Stale", "LibraryNotFound",
+    "error_for_status",
     "error_for_dbus",
 ]
 
@@ -79,7 +80,11 @@ class ConnectionLost(DBus):  # type: ignore[misc, valid-type]
 
 Internal = _make("Internal", 99, "A bug in Ordo (please report it with the message).")
 AccessDenied = _make("AccessDenied", None, "The peer may not do this (another peer's contract, or the policy).")
-Storage = _make("Storage", None, "The service could not store the transaction (nothing was applied).")
+Storage = _make("Storage", 13, "The service could not store the transaction (nothing was applied).")
+Schema = _make("Schema", 14, "A write, value or contract the bus's schema does not allow, or a schema that "
+                             "does not validate (the message names the keypath and the rule).")
+Conflict = _make("Conflict", 15, "A conditional commit found a keypath's counter other than expected; "
+                                 "nothing was applied.")
 Stale = _make("Stale", None, "A Complete for a call that is not awaited (timed out, answered, or another txn).")
 
 
@@ -92,10 +97,10 @@ class LibraryNotFound(OrdoError, OSError):
 _BY_STATUS: Dict[int, Type[OrdoError]] = {
     c.status: c for c in (InvalidArgument, InvalidKeypath, TypeMismatch, NotFound, NoTransaction,
                           ContractViolation, Stability, Cycle, OrderConflict, DuplicateName, Limit, DBus,
-                          Internal)
+                          Storage, Schema, Conflict, Internal)
 }
 _BY_NAME: Dict[str, Type[OrdoError]] = {c.name: c for c in list(_BY_STATUS.values()) +
-                                        [AccessDenied, Storage, Stale]}
+                                        [AccessDenied, Stale]}
 
 
 def error_for_status(status: int, message: str) -> OrdoError:

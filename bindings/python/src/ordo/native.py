@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import json
 import logging
 import os
 import threading
 from contextlib import contextmanager
 from ctypes import (CFUNCTYPE, POINTER, Structure, byref, c_bool, c_char_p, c_double, c_int, c_int32, c_int64,
                     c_size_t, c_uint32, c_uint64, c_void_p)
-from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 from .errors import InvalidArgument, LibraryNotFound, OrdoError, error_for_status
 from .trace import ContractInfo, Trace, TraceStep
@@ -91,6 +92,10 @@ _SIGNATURES = {
     "ordo_last_error_message": (c_char_p, []),
     "ordo_status_name": (c_char_p, [c_int]),
     "ordo_bus_new": (c_void_p, []),
+    "ordo_bus_new_with_schema": (c_int, [c_char_p, POINTER(c_void_p)]),
+    "ordo_bus_new_with_schema_file": (c_int, [c_char_p, POINTER(c_void_p)]),
+    "ordo_schema_json": (c_int, [c_void_p, POINTER(c_void_p)]),
+    "ordo_is_stored": (c_int, [c_void_p, c_char_p, POINTER(c_bool)]),
     "ordo_bus_free": (None, [c_void_p]),
     "ordo_transaction_id": (c_uint64, [c_void_p]),
     "ordo_begin": (c_int, [c_void_p]),
@@ -379,17 +384,36 @@ class Bus:
     """
 
     def __init__(self, library: Optional[str] = None, *,
-                 on_error: Optional[Callable[[Contract, BaseException], None]] = None):
+                 on_error: Optional[Callable[[Contract, BaseException], None]] = None,
+                 schema: Union[str, Dict[str, Any], None] = None, schema_file: Optional[str] = None):
+        """``schema`` (the JSON text of a schema, or the document as a dict)
+        or ``schema_file`` (its path) makes a bus that enforces it (SPEC
+        §14, docs/schema.md): undeclared keypaths and values outside their
+        declaration raise :class:`Schema`, values of another type
+        :class:`TypeMismatch`, and reads of declared keypaths without a
+        stored value return their default (:meth:`is_stored` tells)."""
         self._lib = load_library(library)
         self.on_error = on_error or _log_error
         self._contracts: Dict[int, Contract] = {}
         self._tokens: Dict[int, int] = {}
         self._trace_fn: Optional[Callable[[Trace], Any]] = None
         self._trace_thunk = None
-        ptr = self._lib.ordo_bus_new()
-        if not ptr:  # pragma: no cover - aborts on OOM rather
-            raise OrdoError("ordo_bus_new failed")
-        self._ptr: Optional[int] = ptr
+        self._ptr: Optional[int] = None
+        if schema is not None and schema_file is not None:
+            raise InvalidArgument("give schema or schema_file, not both")
+        if schema is None and schema_file is None:
+            ptr = self._lib.ordo_bus_new()
+            if not ptr:  # pragma: no cover - aborts on OOM rather
+                raise OrdoError("ordo_bus_new failed")
+        else:
+            out = c_void_p()
+            if schema_file is not None:
+                self._check(self._lib.ordo_bus_new_with_schema_file(_encode(schema_file, "schema_file"), byref(out)))
+            else:
+                text = schema if isinstance(schema, str) else json.dumps(schema)
+                self._check(self._lib.ordo_bus_new_with_schema(_encode(text, "schema"), byref(out)))
+            ptr = out.value
+        self._ptr = ptr
 
     # -- plumbing -----------------------------------------------------------
 
@@ -563,6 +587,25 @@ class Bus:
             return ctypes.string_at(p.value, n.value) if n.value else b""
         finally:
             self._lib.ordo_free(p)
+
+    @property
+    def schema(self) -> Optional[str]:
+        """The schema the bus enforces, as canonical JSON text; None without one."""
+        p = c_void_p()
+        self._check(self._lib.ordo_schema_json(self._bus(), byref(p)))
+        if not p.value:
+            return None
+        try:
+            return ctypes.string_at(p.value).decode("utf-8")
+        finally:
+            self._lib.ordo_free(p)
+
+    def is_stored(self, keypath: str) -> bool:
+        """Whether the keypath holds a stored value, as opposed to none or its
+        schema default (which :meth:`get` returns alike)."""
+        out = c_bool()
+        self._check(self._lib.ordo_is_stored(self._bus(), _encode(keypath, "keypath"), byref(out)))
+        return out.value
 
     def counter(self, keypath: str) -> int:
         """How many committed transactions changed the keypath (0 if never)."""
