@@ -21,7 +21,7 @@ final class Pending: @unchecked Sendable {
 /// the C ABI scenario: `n` contracts, contract `i` reading
 /// `model.item<i>.value`; one transaction sets every keypath once.
 final class OrdoDelivery {
-  let bus = Bus()
+  let bus: Bus
   let keys: [String]
   /// The same keypaths resolved once (SPEC §13): raw handles, and typed
   /// properties over them.
@@ -31,7 +31,9 @@ final class OrdoDelivery {
   var value: Int64 = 0
   var transactions = 0
 
-  init(_ n: Int) throws {
+  /// With a schema, the bus enforces it (the schema scenario).
+  init(_ n: Int, schema: Schema? = nil) throws {
+    bus = schema.map(Bus.init(schema:)) ?? Bus()
     keys = (0..<n).map { "model.item\($0).value" }
     let bus = self.bus
     let handles = try keys.map { try bus.resolve($0) }

@@ -34,7 +34,7 @@ from ctypes import (CFUNCTYPE, POINTER, Structure, byref, c_bool, c_char_p, c_do
 ORDO_OK = 0
 ORDO_NO_PRIORITY = -2**31
 ORDO_NOTIFY_INITIAL = 1
-STATUS_CODES = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 99]
+STATUS_CODES = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 99]
 TYPE_NAMES = {1: "bool", 2: "int64", 3: "double", 4: "string", 5: "bytes"}
 
 

@@ -52,7 +52,9 @@ static void from_file(void) {
   ordo_bus_free(bus);
   remove(path);
   /* A file that does not validate names the file. */
+  strcpy(path, "/tmp/ordo-schema-XXXXXX");
   fd = mkstemp(path);
+  CHECK(fd >= 0);
   f = fdopen(fd, "w");
   fputs("{\"ordo-schema\": 1, \"keys\": {\"a.**\": {\"type\": \"int64\"}}}", f);
   fclose(f);
