@@ -253,7 +253,8 @@ public struct Schema: Sendable, Hashable, CustomStringConvertible {
       throw OrdoError(.typeMismatch, "keypath \"\(keypath)\" is declared \(d.type.rawValue) in the schema; \(Schema.article(value.typeName)) value is refused")
     }
     if let why = d.violation(value) {
-      throw OrdoError(.schema, "keypath \"\(keypath)\": the value \(Schema.show(value)) \(why) (schema declaration \"\(d.keypath)\")")
+      let declared = d.keypath == keypath ? "" : " (declared as \"\(d.keypath)\")"
+      throw OrdoError(.schema, "keypath \"\(keypath)\": the value \(Schema.show(value)) \(why) in the schema\(declared)")
     }
   }
 

@@ -1,5 +1,5 @@
-/* A small Ordo program in C: a normalizer and a view, called once per
- * transaction in priority order.
+/* A small Ordo program in C: a model declared by a schema, a normalizer and
+ * a view, called once per transaction in priority order.
  *
  *   cc -o example example.c $(pkg-config --cflags --libs ordo)
  */
@@ -38,14 +38,28 @@ static int fail(const char *what, ordo_status st) {
   return 1;
 }
 
+/* The model's shape (docs/schema.md): what the bus accepts and the defaults
+ * its reads return. */
+static const char *schema =
+    "{\"ordo-schema\": 1, \"keys\": {"
+    "  \"doc.title\": {\"type\": \"string\", \"default\": \"untitled\"},"
+    "  \"doc.count\": {\"type\": \"int64\", \"min\": 0, \"default\": 0}}}";
+
 int main(void) {
-  ordo_bus *bus = ordo_bus_new();
+  ordo_bus *bus = NULL;
   const char *title[] = {"doc.title"};
   const char *doc[] = {"doc.title", "doc.count"};
   ordo_contract_spec normalizer = ORDO_CONTRACT_SPEC_INIT;
   ordo_contract_spec view = ORDO_CONTRACT_SPEC_INIT;
   uint64_t txn = 0;
   ordo_status st;
+  char *title0 = NULL;
+
+  if ((st = ordo_bus_new_with_schema(schema, &bus)) != ORDO_OK) return fail("schema", st);
+  if (ordo_get_string(bus, "doc.title", &title0) == ORDO_OK) {
+    printf("before any write: doc.title = \"%s\" (the schema's default)\n", title0);
+    ordo_free(title0);
+  }
 
   normalizer.name = "normalize-title";
   normalizer.reads = title;
@@ -73,6 +87,12 @@ int main(void) {
          (unsigned long long)ordo_counter(bus, "doc.title"));
 
   /* Errors are status codes with a precise, thread-local message. */
+  ordo_begin(bus);
+  st = ordo_set_int64(bus, "doc.cuont", 3);
+  printf("a misspelt keypath: %s: %s\n", ordo_status_name(st), ordo_last_error_message());
+  st = ordo_set_int64(bus, "doc.count", -1);
+  printf("a value below min: %s: %s\n", ordo_status_name(st), ordo_last_error_message());
+  ordo_rollback(bus);
   st = ordo_set_int64(bus, "doc.count", 3);
   printf("write outside a transaction: %s: %s\n", ordo_status_name(st), ordo_last_error_message());
 

@@ -56,6 +56,10 @@ for t in (1, 2):
     expect(0 <= hook < report, "the hook of transaction %d ran before commit returned" % t)
 # The async observer saw each transaction once, with its value.
 expect('title log = 1:string "Songs" 2:string "More songs"' in lines, "the title stream delivered both transactions")
+# The schema: defaults before any write, a typo refused with a suggestion.
+expect("before any write: title = untitled" in lines, "a read before any write returns the declared default")
+expect(any(l.startswith("typo: SCHEMA:") and 'did you mean "doc.title"?' in l for l in lines),
+       "a contract reading a misspelt keypath is refused with SCHEMA and the nearest declared keypath")
 # A typed write outside a transaction is an error, not a crash.
 expect("outside a transaction: NO_TRANSACTION" in lines, "a write outside a transaction failed with NO_TRANSACTION")
 

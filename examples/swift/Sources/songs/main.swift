@@ -1,9 +1,24 @@
 import Ordo
 
 // Top-level code runs on the main actor.
-let bus = Bus()
+// The model's shape (docs/schema.md): the bus refuses a keypath, a value or
+// a contract pattern outside it, and reads return declared defaults.
+let schema = try Schema([
+  Schema.Declaration("doc.title", type: .string, default: .string("untitled")),
+  Schema.Declaration("doc.count", type: .int64, default: .int64(0), min: .int64(0)),
+  Schema.Declaration("doc.items.*", type: .string, description: "an item's title"),
+])
+let bus = Bus(schema: schema)
 let doc = try Document(bus)
 let header = Header()
+print("before any write: title = \(try doc.title.value ?? "-")")
+
+// A typo in a contract's reads is refused at registration, with a suggestion.
+do {
+  try bus.register(name: "typo", reads: ["doc.titel"]) { _ in }
+} catch {
+  print("typo: \(error.code.name): \(error.message)")
+}
 
 // Computed data: the count follows the items. The callback writes through
 // its context and captures only the model (no bus, no cycle).
