@@ -122,7 +122,7 @@ public enum RemoteField: Sendable, Hashable, CustomStringConvertible {
 /// ``process(timeoutMs:)`` delivers `Notify` signals to the callbacks of the
 /// contracts registered with ``register(name:reads:priority:notifyInitial:_:)``.
 public final class OrdoClient {
-  let conn: OpaquePointer
+  let connection: Connection
   /// The service's well-known (or unique) name.
   public let destination: String
   /// Reply timeout for calls.
@@ -134,7 +134,6 @@ public final class OrdoClient {
   /// timeout passed: `dev.ordo.Error.Stale` …): the contract path, the txn
   /// and the error. None of that `Complete`'s writes was applied.
   public var onCompleteError: ((String, UInt64, OrdoRemoteError) -> Void)?
-  private var open = true
   /// The unique name that owns ``destination`` now: `Notify` signals are
   /// accepted from it only (any peer can send a signal to this connection).
   public private(set) var serviceOwner: String?
@@ -159,25 +158,9 @@ public final class OrdoClient {
   ///   the bus cannot be reached.
   public init(address: String? = nil, name: String = ordoDefaultName, timeoutMs: Int32 = 10_000) throws(OrdoRemoteError) {
     if let problem = busNameProblem(name) { throw OrdoRemoteError(name: DBusErrorName.invalidArgs, message: problem) }
-    dbus_threads_init_default()
     destination = name
     self.timeoutMs = timeoutMs
-    var err = DBusError()
-    dbus_error_init(&err)
-    defer { dbus_error_free(&err) }
-    guard let address = address ?? getenv("DBUS_SESSION_BUS_ADDRESS").map({ String(cString: $0) }), !address.isEmpty else {
-      throw OrdoRemoteError(name: DBusErrorName.dbus, message: "no bus to connect to: DBUS_SESSION_BUS_ADDRESS is not set; pass an address")
-    }
-    guard let c = dbus_connection_open_private(address, &err) else {
-      throw OrdoRemoteError(name: DBusErrorName.dbus, message: "cannot connect to \(address): \(err.message.map { String(cString: $0) } ?? "unknown error")")
-    }
-    if dbus_bus_register(c, &err) == 0 {
-      dbus_connection_close(c)
-      dbus_connection_unref(c)
-      throw OrdoRemoteError(name: DBusErrorName.dbus, message: "cannot register with the bus at \(address): \(err.message.map { String(cString: $0) } ?? "unknown error")")
-    }
-    dbus_connection_set_exit_on_disconnect(c, 0)
-    conn = c
+    connection = try Connection(address: address)
     if name.hasPrefix(":") { serviceOwner = name }
   }
 
@@ -187,15 +170,9 @@ public final class OrdoClient {
   private func followOwner() {
     guard !followingOwner, !destination.hasPrefix(":") else { return }
     followingOwner = true
-    var err = DBusError()
-    dbus_error_init(&err)
-    defer { dbus_error_free(&err) }
-    dbus_bus_add_match(
-      conn,
-      "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(destination)'",
-      &err)
-    dbus_error_free(&err)
-    dbus_error_init(&err)
+    try? connection.addMatch(
+      "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(destination)'"
+    )
     guard
       let m = DBusMessageRef.methodCall(
         destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus", member: "GetNameOwner")
@@ -204,8 +181,7 @@ public final class OrdoClient {
     w.string(destination)
     // No owner yet (the service is started by activation): the reply to
     // the first call names it.
-    guard let r = dbus_connection_send_with_reply_and_block(conn, m.raw, timeoutMs, &err) else { return }
-    let reply = DBusMessageRef(owning: r)
+    guard let reply = try? connection.call(m, timeoutMs: timeoutMs) else { return }
     var rd = reply.reader()
     if reply.signature == "s", let owner = try? rd.string("owner") { serviceOwner = owner }
   }
@@ -214,15 +190,11 @@ public final class OrdoClient {
 
   /// Closes the connection (the bus removes this client's contracts).
   public func close() {
-    guard open else { return }
-    open = false
-    if dbus_connection_get_is_connected(conn) != 0 { dbus_connection_flush(conn) }
-    dbus_connection_close(conn)
-    dbus_connection_unref(conn)
+    connection.close()
   }
 
   /// This connection's unique name.
-  public var uniqueName: String { dbus_bus_get_unique_name(conn).map { String(cString: $0) } ?? "" }
+  public var uniqueName: String { connection.uniqueName }
 
   // MARK: Calls
 
@@ -234,15 +206,7 @@ public final class OrdoClient {
     w.checked = true
     build(&w)
     if let problem = w.problem { throw OrdoRemoteError(name: DBusErrorName.invalidArgs, message: "\(member): \(problem)") }
-    var err = DBusError()
-    dbus_error_init(&err)
-    defer { dbus_error_free(&err) }
-    guard let r = dbus_connection_send_with_reply_and_block(conn, m.raw, timeoutMs, &err) else {
-      throw OrdoRemoteError(
-        name: err.name.map { String(cString: $0) } ?? DBusErrorName.failed,
-        message: err.message.map { String(cString: $0) } ?? "\(member) failed")
-    }
-    let reply = DBusMessageRef(owning: r)
+    let reply = try connection.call(m, timeoutMs: timeoutMs)
     if followingOwner, serviceOwner == nil, let s = reply.sender { serviceOwner = s }
     return reply
   }
@@ -464,7 +428,7 @@ public final class OrdoClient {
   }
 
   /// Whether the connection to the bus daemon is open.
-  public var isConnected: Bool { open && dbus_connection_get_is_connected(conn) != 0 }
+  public var isConnected: Bool { connection.isConnected }
 
   /// One dictionary per contract, in pass order (see `Contracts` in docs/dbus.md).
   public func contracts() throws(OrdoRemoteError) -> [[(String, RemoteField)]] {
@@ -509,12 +473,12 @@ public final class OrdoClient {
       let f: RemoteField
       switch sig {
       case "s", "o": f = (try? v.string("v")).map { .string($0) } ?? .other(sig)
-      case "i": f = .int(Int64(ordo_iter_get_int32(&v.iter)))
-      case "x": f = .int(ordo_iter_get_int64(&v.iter))
-      case "u": f = .uint(UInt64(ordo_iter_get_uint32(&v.iter)))
-      case "t": f = .uint(ordo_iter_get_uint64(&v.iter))
-      case "b": f = .bool(ordo_iter_get_bool(&v.iter) != 0)
-      case "d": f = .double(ordo_iter_get_double(&v.iter))
+      case "i": f = .int(Int64(v.int32()))
+      case "x": f = .int(v.int64())
+      case "u": f = .uint(UInt64(v.uint32()))
+      case "t": f = .uint(v.uint64())
+      case "b": f = .bool(v.bool())
+      case "d": f = .double(v.double())
       case "as":
         var a = v.recurse()
         var list: [String] = []
@@ -534,8 +498,7 @@ public final class OrdoClient {
     guard m.signature == "tbasaa{sv}t" else { return nil }
     var r = m.reader()
     let txn = r.uint64()
-    let committed = ordo_iter_get_bool(&r.iter) != 0
-    r.next()
+    let committed = r.bool()
     guard let changed = try? r.stringArray("changed", limit: Int.max) else { return nil }
     var a = r.recurse()
     r.next()
@@ -560,24 +523,23 @@ public final class OrdoClient {
   /// connection is closed.
   @discardableResult
   public func process(timeoutMs: Int32) -> Bool {
-    guard open else { return false }
+    guard !connection.closed else { return false }
     var delivered = deliver()
     if delivered { return true }
-    let deadline = timeoutMs < 0 ? Int64.max : Link.nowMs() + Int64(timeoutMs)
+    let deadline = timeoutMs < 0 ? Int64.max : Connection.nowMs() + Int64(timeoutMs)
     while !delivered {
-      guard dbus_connection_get_is_connected(conn) != 0 else { return false }
-      let left = deadline == Int64.max ? -1 : Int32(clamping: max(0, deadline - Link.nowMs()))
-      if dbus_connection_read_write(conn, left) == 0 { return false }
+      guard connection.isConnected else { return false }
+      let left = deadline == Int64.max ? -1 : Int32(clamping: max(0, deadline - Connection.nowMs()))
+      if !connection.readWrite(timeoutMs: left) { return false }
       delivered = deliver()
       if !delivered && left == 0 { break }
     }
-    return dbus_connection_get_is_connected(conn) != 0
+    return connection.isConnected
   }
 
   func deliver() -> Bool {
     var any = false
-    while let raw = dbus_connection_pop_message(conn) {
-      let m = DBusMessageRef(owning: raw)
+    while let m = connection.popMessage() {
       guard m.type == ORDO_DBUS_MESSAGE_TYPE_SIGNAL else {
         takeReply(m)
         continue

@@ -1,3 +1,6 @@
+// D-Bus messages and their arguments: `DBusMessageRef`, the `MessageReader`
+// and `MessageWriter` every argument goes through (the only users of
+// `dbus_message_iter_*`), and the error table.
 import CDBus
 import Ordo
 
@@ -28,6 +31,8 @@ public final class DBusMessageRef: @unchecked Sendable {
   var signature: String { dbus_message_get_signature(raw).map { String(cString: $0) } ?? "" }
   var errorName: String? { dbus_message_get_error_name(raw).map { String(cString: $0) } }
   var noReply: Bool { dbus_message_get_no_reply(raw) != 0 }
+  /// The serial of the call a reply answers.
+  var replySerial: UInt32 { dbus_message_get_reply_serial(raw) }
 
   // Building a message: libdbus rewrites the whole header (re-marshalling
   // every field in it) each time the body's signature changes, that is for
@@ -153,8 +158,41 @@ struct MessageReader {
     return s
   }
 
+  // The basic types: each reads the current argument (of that type: check
+  // ``currentSignature()`` first) and moves to the next.
+
   mutating func uint64() -> UInt64 {
     let v = ordo_iter_get_uint64(&iter)
+    next()
+    return v
+  }
+
+  mutating func int64() -> Int64 {
+    let v = ordo_iter_get_int64(&iter)
+    next()
+    return v
+  }
+
+  mutating func uint32() -> UInt32 {
+    let v = ordo_iter_get_uint32(&iter)
+    next()
+    return v
+  }
+
+  mutating func int32() -> Int32 {
+    let v = ordo_iter_get_int32(&iter)
+    next()
+    return v
+  }
+
+  mutating func bool() -> Bool {
+    let v = ordo_iter_get_bool(&iter) != 0
+    next()
+    return v
+  }
+
+  mutating func double() -> Double {
+    let v = ordo_iter_get_double(&iter)
     next()
     return v
   }
@@ -181,11 +219,11 @@ struct MessageReader {
     let sig = v.currentSignature()
     switch sig {
     case "b":
-      return .bool(ordo_iter_get_bool(&v.iter) != 0)
+      return .bool(v.bool())
     case "x":
-      return .int64(ordo_iter_get_int64(&v.iter))
+      return .int64(v.int64())
     case "d":
-      return .double(ordo_iter_get_double(&v.iter))
+      return .double(v.double())
     case "s":
       let p = ordo_iter_get_string(&v.iter)
       if let p, strlen(p) > maxBytes {

@@ -208,11 +208,13 @@ public final class DBusService: @unchecked Sendable {
     link.acceptSignal = { m in
       m.sender == "org.freedesktop.DBus" && m.interface == "org.freedesktop.DBus" && m.member == "NameOwnerChanged"
     }
-    // One match rule tells us about every peer that leaves.
-    try link.addMatch(
-      "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',interface='org.freedesktop.DBus',member='NameOwnerChanged',arg2=''"
-    )
-    try link.requestName(name)
+    do {
+      // One match rule tells us about every peer that leaves.
+      try link.connection.addMatch(
+        "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',interface='org.freedesktop.DBus',member='NameOwnerChanged',arg2=''"
+      )
+      try link.connection.requestName(name)
+    } catch { throw OrdoError(.dbus, error.message) }
     link.handler = { [unowned self] m in self.handle(m) }
     log(.info, "serving \(ordoInterface) at \(ordoObjectPath) as \(name) (\(link.uniqueName))")
   }
@@ -616,8 +618,8 @@ public final class DBusService: @unchecked Sendable {
     var w = call.writer()
     w.string(sender)
     let reply: DBusMessageRef
-    do { reply = try link.callBlocking(call, timeoutMs: 5000) } catch {
-      throw .accessDenied("cannot learn who \(sender) is from the bus daemon (\(error.message)), so it has no rights")
+    do { reply = try link.connection.call(call, timeoutMs: 5000) } catch {
+      throw .accessDenied("cannot learn who \(sender) is from the bus daemon (GetConnectionCredentials failed: \(error.name): \(error.message)), so it has no rights")
     }
     var uid: UInt32?
     var gids: [UInt32]?
@@ -629,14 +631,11 @@ public final class DBusService: @unchecked Sendable {
       guard let key = try? e.string("key") else { continue }
       var v = e.recurse()
       switch (key, v.currentSignature()) {
-      case ("UnixUserID", "u"): uid = ordo_iter_get_uint32(&v.iter)
+      case ("UnixUserID", "u"): uid = v.uint32()
       case ("UnixGroupIDs", "au"):
         var a = v.recurse()
         var list: [UInt32] = []
-        while !a.atEnd {
-          list.append(ordo_iter_get_uint32(&a.iter))
-          a.next()
-        }
+        while !a.atEnd { list.append(a.uint32()) }
         gids = list
       default: break
       }
@@ -692,13 +691,13 @@ public final class DBusService: @unchecked Sendable {
       switch key {
       case "priority":
         try need("i")
-        priority = ordo_iter_get_int32(&v.iter)
+        priority = v.int32()
       case "notify-initial":
         try need("b")
-        if ordo_iter_get_bool(&v.iter) != 0 { flags.insert(.notifyInitial) }
+        if v.bool() { flags.insert(.notifyInitial) }
       case "timeout-ms":
         try need("u")
-        timeoutMs = ordo_iter_get_uint32(&v.iter)
+        timeoutMs = v.uint32()
         guard timeoutMs > 0 else { throw .invalidArgs("Register: option \"timeout-ms\" must be at least 1") }
         guard timeoutMs <= limits.maxWriterTimeoutMs else {
           throw .ordo(OrdoError(.limit, "Register: timeout-ms \(timeoutMs) is more than \(limits.maxWriterTimeoutMs) (limit max-writer-timeout-ms)"))
@@ -1280,7 +1279,7 @@ public final class DBusService: @unchecked Sendable {
       link.send(ret)
       initialRegister?.replied = true
     }
-    let now = Link.nowMs()
+    let now = Connection.nowMs()
     var deadline = now + Int64(timeoutMs)
     // An initial call (empty list) is outside any pass's budget.
     if !note.changed.isEmpty {
@@ -1303,7 +1302,7 @@ public final class DBusService: @unchecked Sendable {
       loopWaits += 1
       bus.withCallbackSuspended {
         while !slot.ended(a) {
-          let left = a.deadline - Link.nowMs()
+          let left = a.deadline - Connection.nowMs()
           if left <= 0 { break }
           if stopFlag.load(ordering: .relaxed) || closed || !link.step(timeoutMs: Int32(clamping: left)) {
             slot.post(a, .stopped)

@@ -110,7 +110,7 @@ final class WaitSlot: @unchecked Sendable {
     pthread_mutex_lock(mutex)
     defer { pthread_mutex_unlock(mutex) }
     while a.outcome == nil {
-      let now = Link.nowMs()
+      let now = Connection.nowMs()
       if now >= a.deadline { break }
       if busy() {
         a.outcome = .serviceBusy
