@@ -1,3 +1,6 @@
+// The blocking client of a published bus (`OrdoClient`, used by ordoctl):
+// its calls, its contracts' `Notify` and `Trace` signals, and the types
+// its answers come in.
 import CDBus
 import Ordo
 
@@ -44,9 +47,6 @@ public struct RemoteNotification: Sendable, Hashable {
   public let values: [String: Value]
 }
 
-/// The writes a remote writer contract answers its `Notify` with (its
-/// `Complete`): applied all or nothing, sets, then touches, then removes
-/// (`k.**` removes the tree).
 /// One step of a ``RemoteTrace``: a scheduled contract and what happened
 /// to it (the `Trace` signal's step dictionary, docs/dbus.md).
 public struct RemoteTraceStep: Sendable, Hashable {
@@ -78,6 +78,9 @@ public struct RemoteTrace: Sendable, Hashable {
   public var durationNS: UInt64
 }
 
+/// The writes a remote writer contract answers its `Notify` with (its
+/// `Complete`): applied all or nothing, sets, then touches, then removes
+/// (`k.**` removes the tree).
 public struct RemoteWrites: Sendable, Hashable {
   public var set: [String: Value]
   public var touch: [String]
@@ -291,8 +294,6 @@ public final class OrdoClient {
     writers[path] = nil
   }
 
-  /// Commits one transaction: sets, then touches, then removes (`k.**`
-  /// removes the tree). Returns its id, 0 if nothing changed.
   /// Asks the service for a `Trace` signal per pass touching `patterns`
   /// (`SubscribeTrace`); ``process(timeoutMs:)`` calls `callback` with each,
   /// taken only from the service's current owner.
@@ -308,6 +309,8 @@ public final class OrdoClient {
     traceCallback = nil
   }
 
+  /// Commits one transaction: sets, then touches, then removes (`k.**`
+  /// removes the tree). Returns its id, 0 if nothing changed.
   @discardableResult
   public func commit(set: [(String, Value)] = [], touch: [String] = [], remove: [String] = []) throws(OrdoRemoteError) -> UInt64 {
     let r = try call("Commit") { w in

@@ -1,3 +1,5 @@
+// Client-side write merging: writes issued while a `Commit` is in flight
+// join the next one (`MergingWriter`, behind `ordoctl set --merge`).
 import CDBus
 import Ordo
 

@@ -1,3 +1,5 @@
+// The wait for a remote writer's `Complete`: how it ends (`WriterOutcome`)
+// and the slot the awaiting thread and the service thread share.
 import Ordo
 
 #if canImport(Glibc)
