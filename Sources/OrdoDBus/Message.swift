@@ -161,41 +161,18 @@ struct MessageReader {
   // The basic types: each reads the current argument (of that type: check
   // ``currentSignature()`` first) and moves to the next.
 
-  mutating func uint64() -> UInt64 {
-    let v = ordo_iter_get_uint64(&iter)
+  private mutating func basic<T>(_ get: (UnsafeMutablePointer<DBusMessageIter>) -> T) -> T {
+    let v = get(&iter)
     next()
     return v
   }
 
-  mutating func int64() -> Int64 {
-    let v = ordo_iter_get_int64(&iter)
-    next()
-    return v
-  }
-
-  mutating func uint32() -> UInt32 {
-    let v = ordo_iter_get_uint32(&iter)
-    next()
-    return v
-  }
-
-  mutating func int32() -> Int32 {
-    let v = ordo_iter_get_int32(&iter)
-    next()
-    return v
-  }
-
-  mutating func bool() -> Bool {
-    let v = ordo_iter_get_bool(&iter) != 0
-    next()
-    return v
-  }
-
-  mutating func double() -> Double {
-    let v = ordo_iter_get_double(&iter)
-    next()
-    return v
-  }
+  mutating func uint64() -> UInt64 { basic(ordo_iter_get_uint64) }
+  mutating func int64() -> Int64 { basic(ordo_iter_get_int64) }
+  mutating func uint32() -> UInt32 { basic(ordo_iter_get_uint32) }
+  mutating func int32() -> Int32 { basic(ordo_iter_get_int32) }
+  mutating func bool() -> Bool { basic(ordo_iter_get_bool) != 0 }
+  mutating func double() -> Double { basic(ordo_iter_get_double) }
 
   /// Reads an `as`, refusing more than `limit` entries.
   mutating func stringArray(_ what: String, limit: Int) throws(OrdoServiceError) -> [String] {
@@ -332,6 +309,18 @@ struct MessageWriter {
         w.container(ORDO_DBUS_TYPE_DICT_ENTRY, nil) { e in
           e.string(k)
           e.value(v)
+        }
+      }
+    }
+  }
+
+  /// An `a{st}` of keypath counters, sorted by keypath.
+  mutating func counterDict(_ counters: [String: UInt64]) {
+    container(ORDO_DBUS_TYPE_ARRAY, "{st}") { a in
+      for (k, n) in counters.sorted(by: { $0.key < $1.key }) {
+        a.container(ORDO_DBUS_TYPE_DICT_ENTRY, nil) { e in
+          e.string(k)
+          e.uint64(n)
         }
       }
     }

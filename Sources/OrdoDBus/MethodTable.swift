@@ -107,6 +107,8 @@ extension DBusService {
     throw .other(name: DBusErrorName.unknownMethod, message: "no method \(member) in interface (none) at \(ordoObjectPath)")
   }
 
+  /// The ``Link``'s handler: answers (or queues) one incoming message, then
+  /// runs what was queued once no pass waits.
   func handle(_ m: DBusMessageRef) {
     handle(m, replay: false)
     if loopWaits == 0 { runDeferred() }
@@ -167,6 +169,9 @@ extension DBusService {
     }
   }
 
+  /// Answers one message: a signal goes to ``handleSignal(_:)``; a method
+  /// call is counted, resumes its peer, is queued if ``mustQueue(_:sender:)``
+  /// says so (not when `replay`ed from the queue), else routed and answered.
   func handle(_ m: DBusMessageRef, replay: Bool) {
     if m.type == ORDO_DBUS_MESSAGE_TYPE_SIGNAL {
       handleSignal(m)
@@ -204,6 +209,9 @@ extension DBusService {
     }
   }
 
+  /// The reply to a method call: the bus object's row (its signature and,
+  /// with a right, the caller's ``Access`` checked first), or the parent
+  /// nodes' `Introspect`.
   func route(_ m: DBusMessageRef, path: String, member: String, sender: String) throws(OrdoServiceError) -> DBusMessageRef? {
     let iface = m.interface
     switch path {
@@ -229,6 +237,7 @@ extension DBusService {
     return try row.handler(self, Call(m: m, sender: sender, access: access))
   }
 
+  /// Refuses arguments whose signature is not `signature`.
   func expect(_ m: DBusMessageRef, _ signature: String, _ method: String) throws(OrdoServiceError) {
     let got = m.signature
     guard got == signature else {

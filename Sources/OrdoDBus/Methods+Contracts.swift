@@ -4,6 +4,9 @@ import CDBus
 import Ordo
 
 extension DBusService {
+  /// `Register(s name, as reads, as writes, a{sv} options) → o`: a remote
+  /// contract, within the limits and the caller's rights; its `Notify`
+  /// signals go to the caller only.
   func register(_ c: Call) throws(OrdoServiceError) -> DBusMessageRef? {
     let m = c.m
     let sender = c.sender
@@ -129,6 +132,7 @@ extension DBusService {
     return record
   }
 
+  /// `Unregister(o contract)`: only by the peer that registered it.
   func unregister(_ c: Call) throws(OrdoServiceError) -> DBusMessageRef? {
     var r = c.m.reader()
     let path: String
@@ -145,6 +149,9 @@ extension DBusService {
 
   /// Reads `a{sv} set, as touch, as remove` (Commit and, later, Complete).
 
+  /// `Complete(o contract, t txn, a{sv} set, as touch, as remove)`: a
+  /// writer's answer to the call the pass awaits; the writes are applied
+  /// (all or nothing) by the awaiting pass, which then sends the reply.
   func complete(_ c: Call) throws(OrdoServiceError) -> DBusMessageRef? {
     var r = c.m.reader()
     let path: String

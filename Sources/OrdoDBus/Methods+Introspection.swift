@@ -4,6 +4,7 @@ import CDBus
 import Ordo
 
 extension DBusService {
+  /// `Graph() → s`: the dependency graph in Graphviz DOT.
   func graphReply(_ m: DBusMessageRef) throws(OrdoServiceError) -> DBusMessageRef? {
     let dot = bus.graph()
     guard dot.utf8.count <= limits.maxMessageBytes else {
@@ -12,6 +13,7 @@ extension DBusService {
     return m.methodReturn { $0.string(dot) }
   }
 
+  /// `Contracts() → aa{sv}`: one dictionary per contract, in pass order.
   func contractsReply(_ m: DBusMessageRef) throws(OrdoServiceError) -> DBusMessageRef? {
     let list = bus.contracts()
     var size = 64
@@ -86,6 +88,8 @@ extension DBusService {
     d.entry("trace-truncated", uint64: traces.truncated.load(ordering: .relaxed))
   }
 
+  /// Reads the interface argument of a Properties call: `dev.ordo.Bus1` or
+  /// empty.
   func propertyInterface(_ r: inout MessageReader) throws(OrdoServiceError) {
     let i: String
     do { i = try r.string("interface_name") } catch { throw .invalidArgs(error.message) }
@@ -94,6 +98,7 @@ extension DBusService {
     }
   }
 
+  /// `Properties.Get(s interface, s property) → v`.
   func propertyGet(_ m: DBusMessageRef, _ sender: String) throws(OrdoServiceError) -> DBusMessageRef? {
     var r = m.reader()
     try propertyInterface(&r)
@@ -116,6 +121,7 @@ extension DBusService {
   /// The properties of `dev.ordo.Bus1` (all read-only).
   static let propertyNames = ["Transaction", "Version", "Epoch"]
 
+  /// The error for a property `dev.ordo.Bus1` does not have.
   static func unknownProperty(_ p: String) -> OrdoServiceError {
     .other(name: DBusErrorName.unknownProperty, message: "\(ordoInterface) has no property \(p); it has \(propertyNames.joined(separator: ", "))")
   }
@@ -131,6 +137,7 @@ extension DBusService {
     throw .other(name: DBusErrorName.propertyReadOnly, message: "the properties of \(ordoInterface) are read-only (\(p))")
   }
 
+  /// `Properties.GetAll(s interface) → a{sv}`.
   func propertyGetAll(_ m: DBusMessageRef, _ sender: String) throws(OrdoServiceError) -> DBusMessageRef? {
     var r = m.reader()
     try propertyInterface(&r)

@@ -4,6 +4,7 @@ import CDBus
 import Ordo
 
 extension DBusService {
+  /// `Get(s keypath) → (v value, t counter)`.
   func get(_ c: Call) throws(OrdoServiceError) -> DBusMessageRef? {
     var r = c.m.reader()
     let k: String
@@ -26,6 +27,7 @@ extension DBusService {
     }
   }
 
+  /// `Snapshot(as patterns) → (a{sv} values, a{st} counters, t txn)`.
   func snapshot(_ c: Call) throws(OrdoServiceError) -> DBusMessageRef? {
     var r = c.m.reader()
     let patterns = try r.stringArray("patterns", limit: limits.maxKeypathsPerCall)
@@ -44,14 +46,7 @@ extension DBusService {
     }
     return c.m.methodReturn { w in
       w.valueDict(snap.values.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
-      w.container(ORDO_DBUS_TYPE_ARRAY, "{st}") { a in
-        for (k, n) in snap.counters.sorted(by: { $0.key < $1.key }) {
-          a.container(ORDO_DBUS_TYPE_DICT_ENTRY, nil) { e in
-            e.string(k)
-            e.uint64(n)
-          }
-        }
-      }
+      w.counterDict(snap.counters)
       w.uint64(snap.transaction)
     }
   }
@@ -80,14 +75,7 @@ extension DBusService {
     return c.m.methodReturn { w in
       w.valueDict(ch.values.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
       w.stringArray(ch.removed.sorted())
-      w.container(ORDO_DBUS_TYPE_ARRAY, "{st}") { a in
-        for (k, n) in ch.counters.sorted(by: { $0.key < $1.key }) {
-          a.container(ORDO_DBUS_TYPE_DICT_ENTRY, nil) { e in
-            e.string(k)
-            e.uint64(n)
-          }
-        }
-      }
+      w.counterDict(ch.counters)
       w.uint64(ch.transaction)
     }
   }

@@ -4,6 +4,7 @@ import CDBus
 import Ordo
 
 extension DBusService {
+  /// ``readWrites(_:_:limits:)`` within this service's limits.
   func readWrites(_ r: inout MessageReader, _ method: String) throws(OrdoServiceError) -> [Write] {
     try DBusService.readWrites(&r, method, limits: limits)
   }
@@ -40,6 +41,9 @@ extension DBusService {
     return batch
   }
 
+  /// `Commit(a{sv} set, as touch, as remove) → t`: one transaction, with
+  /// the write right on each keypath; with a durability, its reply waits in
+  /// the acknowledgement hold.
   func commit(_ c: Call) throws(OrdoServiceError) -> DBusMessageRef? {
     var r = c.m.reader()
     let batch = try readWrites(&r, "Commit")

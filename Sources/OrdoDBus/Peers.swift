@@ -4,6 +4,9 @@ import CDBus
 import Ordo
 
 extension DBusService {
+  /// A `NameOwnerChanged` from the bus daemon: a unique name that lost its
+  /// owner is a peer that left. Its writer awaited now is timed out; its
+  /// contracts are removed at once, or after the calls queued before it.
   func handleSignal(_ m: DBusMessageRef) {
     guard m.member == "NameOwnerChanged", m.signature == "sss" else { return }
     var r = m.reader()
@@ -30,6 +33,7 @@ extension DBusService {
     }
   }
 
+  /// Unregisters the contracts of a peer that left and forgets it.
   func removePeer(_ name: String) {
     guard remote.peers[name] != nil else { return }
     let ids = remote.removePeer(name)
