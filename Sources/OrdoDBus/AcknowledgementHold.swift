@@ -146,7 +146,7 @@ extension DBusService {
   func releaseHeld() {
     guard hold.isOn, loopWaits == 0, !closed, slot.active == nil, !bus.isInTransaction else { return }
     let (notified, refused) = hold.release(send: { m, droppable in link.send(m, droppable: droppable) }, logError: { log(.error, $0) })
-    statistics.notifySent.add(notified, ordering: .relaxed)
-    statistics.errorReplies.add(refused, ordering: .relaxed)
+    if notified > 0 { statistics.notifySent.add(notified, ordering: .relaxed) }
+    if refused > 0 { statistics.errorReplies.add(refused, ordering: .relaxed) }
   }
 }
