@@ -1,3 +1,6 @@
+// The blocking client of a published bus (`OrdoClient`, used by ordoctl):
+// its calls, its contracts' `Notify` and `Trace` signals, and the types
+// its answers come in.
 import CDBus
 import Ordo
 
@@ -44,9 +47,6 @@ public struct RemoteNotification: Sendable, Hashable {
   public let values: [String: Value]
 }
 
-/// The writes a remote writer contract answers its `Notify` with (its
-/// `Complete`): applied all or nothing, sets, then touches, then removes
-/// (`k.**` removes the tree).
 /// One step of a ``RemoteTrace``: a scheduled contract and what happened
 /// to it (the `Trace` signal's step dictionary, docs/dbus.md).
 public struct RemoteTraceStep: Sendable, Hashable {
@@ -78,6 +78,9 @@ public struct RemoteTrace: Sendable, Hashable {
   public var durationNS: UInt64
 }
 
+/// The writes a remote writer contract answers its `Notify` with (its
+/// `Complete`): applied all or nothing, sets, then touches, then removes
+/// (`k.**` removes the tree).
 public struct RemoteWrites: Sendable, Hashable {
   public var set: [String: Value]
   public var touch: [String]
@@ -122,7 +125,7 @@ public enum RemoteField: Sendable, Hashable, CustomStringConvertible {
 /// ``process(timeoutMs:)`` delivers `Notify` signals to the callbacks of the
 /// contracts registered with ``register(name:reads:priority:notifyInitial:_:)``.
 public final class OrdoClient {
-  let conn: OpaquePointer
+  let connection: Connection
   /// The service's well-known (or unique) name.
   public let destination: String
   /// Reply timeout for calls.
@@ -134,7 +137,6 @@ public final class OrdoClient {
   /// timeout passed: `dev.ordo.Error.Stale` …): the contract path, the txn
   /// and the error. None of that `Complete`'s writes was applied.
   public var onCompleteError: ((String, UInt64, OrdoRemoteError) -> Void)?
-  private var open = true
   /// The unique name that owns ``destination`` now: `Notify` signals are
   /// accepted from it only (any peer can send a signal to this connection).
   public private(set) var serviceOwner: String?
@@ -159,25 +161,9 @@ public final class OrdoClient {
   ///   the bus cannot be reached.
   public init(address: String? = nil, name: String = ordoDefaultName, timeoutMs: Int32 = 10_000) throws(OrdoRemoteError) {
     if let problem = busNameProblem(name) { throw OrdoRemoteError(name: DBusErrorName.invalidArgs, message: problem) }
-    dbus_threads_init_default()
     destination = name
     self.timeoutMs = timeoutMs
-    var err = DBusError()
-    dbus_error_init(&err)
-    defer { dbus_error_free(&err) }
-    guard let address = address ?? getenv("DBUS_SESSION_BUS_ADDRESS").map({ String(cString: $0) }), !address.isEmpty else {
-      throw OrdoRemoteError(name: DBusErrorName.dbus, message: "no bus to connect to: DBUS_SESSION_BUS_ADDRESS is not set; pass an address")
-    }
-    guard let c = dbus_connection_open_private(address, &err) else {
-      throw OrdoRemoteError(name: DBusErrorName.dbus, message: "cannot connect to \(address): \(err.message.map { String(cString: $0) } ?? "unknown error")")
-    }
-    if dbus_bus_register(c, &err) == 0 {
-      dbus_connection_close(c)
-      dbus_connection_unref(c)
-      throw OrdoRemoteError(name: DBusErrorName.dbus, message: "cannot register with the bus at \(address): \(err.message.map { String(cString: $0) } ?? "unknown error")")
-    }
-    dbus_connection_set_exit_on_disconnect(c, 0)
-    conn = c
+    connection = try Connection(address: address)
     if name.hasPrefix(":") { serviceOwner = name }
   }
 
@@ -187,15 +173,9 @@ public final class OrdoClient {
   private func followOwner() {
     guard !followingOwner, !destination.hasPrefix(":") else { return }
     followingOwner = true
-    var err = DBusError()
-    dbus_error_init(&err)
-    defer { dbus_error_free(&err) }
-    dbus_bus_add_match(
-      conn,
-      "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(destination)'",
-      &err)
-    dbus_error_free(&err)
-    dbus_error_init(&err)
+    try? connection.addMatch(
+      "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(destination)'"
+    )
     guard
       let m = DBusMessageRef.methodCall(
         destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus", member: "GetNameOwner")
@@ -204,8 +184,7 @@ public final class OrdoClient {
     w.string(destination)
     // No owner yet (the service is started by activation): the reply to
     // the first call names it.
-    guard let r = dbus_connection_send_with_reply_and_block(conn, m.raw, timeoutMs, &err) else { return }
-    let reply = DBusMessageRef(owning: r)
+    guard let reply = try? connection.call(m, timeoutMs: timeoutMs) else { return }
     var rd = reply.reader()
     if reply.signature == "s", let owner = try? rd.string("owner") { serviceOwner = owner }
   }
@@ -214,15 +193,11 @@ public final class OrdoClient {
 
   /// Closes the connection (the bus removes this client's contracts).
   public func close() {
-    guard open else { return }
-    open = false
-    if dbus_connection_get_is_connected(conn) != 0 { dbus_connection_flush(conn) }
-    dbus_connection_close(conn)
-    dbus_connection_unref(conn)
+    connection.close()
   }
 
   /// This connection's unique name.
-  public var uniqueName: String { dbus_bus_get_unique_name(conn).map { String(cString: $0) } ?? "" }
+  public var uniqueName: String { connection.uniqueName }
 
   // MARK: Calls
 
@@ -234,15 +209,7 @@ public final class OrdoClient {
     w.checked = true
     build(&w)
     if let problem = w.problem { throw OrdoRemoteError(name: DBusErrorName.invalidArgs, message: "\(member): \(problem)") }
-    var err = DBusError()
-    dbus_error_init(&err)
-    defer { dbus_error_free(&err) }
-    guard let r = dbus_connection_send_with_reply_and_block(conn, m.raw, timeoutMs, &err) else {
-      throw OrdoRemoteError(
-        name: err.name.map { String(cString: $0) } ?? DBusErrorName.failed,
-        message: err.message.map { String(cString: $0) } ?? "\(member) failed")
-    }
-    let reply = DBusMessageRef(owning: r)
+    let reply = try connection.call(m, timeoutMs: timeoutMs)
     if followingOwner, serviceOwner == nil, let s = reply.sender { serviceOwner = s }
     return reply
   }
@@ -327,8 +294,6 @@ public final class OrdoClient {
     writers[path] = nil
   }
 
-  /// Commits one transaction: sets, then touches, then removes (`k.**`
-  /// removes the tree). Returns its id, 0 if nothing changed.
   /// Asks the service for a `Trace` signal per pass touching `patterns`
   /// (`SubscribeTrace`); ``process(timeoutMs:)`` calls `callback` with each,
   /// taken only from the service's current owner.
@@ -344,6 +309,8 @@ public final class OrdoClient {
     traceCallback = nil
   }
 
+  /// Commits one transaction: sets, then touches, then removes (`k.**`
+  /// removes the tree). Returns its id, 0 if nothing changed.
   @discardableResult
   public func commit(set: [(String, Value)] = [], touch: [String] = [], remove: [String] = []) throws(OrdoRemoteError) -> UInt64 {
     let r = try call("Commit") { w in
@@ -464,7 +431,7 @@ public final class OrdoClient {
   }
 
   /// Whether the connection to the bus daemon is open.
-  public var isConnected: Bool { open && dbus_connection_get_is_connected(conn) != 0 }
+  public var isConnected: Bool { connection.isConnected }
 
   /// One dictionary per contract, in pass order (see `Contracts` in docs/dbus.md).
   public func contracts() throws(OrdoRemoteError) -> [[(String, RemoteField)]] {
@@ -509,12 +476,12 @@ public final class OrdoClient {
       let f: RemoteField
       switch sig {
       case "s", "o": f = (try? v.string("v")).map { .string($0) } ?? .other(sig)
-      case "i": f = .int(Int64(ordo_iter_get_int32(&v.iter)))
-      case "x": f = .int(ordo_iter_get_int64(&v.iter))
-      case "u": f = .uint(UInt64(ordo_iter_get_uint32(&v.iter)))
-      case "t": f = .uint(ordo_iter_get_uint64(&v.iter))
-      case "b": f = .bool(ordo_iter_get_bool(&v.iter) != 0)
-      case "d": f = .double(ordo_iter_get_double(&v.iter))
+      case "i": f = .int(Int64(v.int32()))
+      case "x": f = .int(v.int64())
+      case "u": f = .uint(UInt64(v.uint32()))
+      case "t": f = .uint(v.uint64())
+      case "b": f = .bool(v.bool())
+      case "d": f = .double(v.double())
       case "as":
         var a = v.recurse()
         var list: [String] = []
@@ -534,8 +501,7 @@ public final class OrdoClient {
     guard m.signature == "tbasaa{sv}t" else { return nil }
     var r = m.reader()
     let txn = r.uint64()
-    let committed = ordo_iter_get_bool(&r.iter) != 0
-    r.next()
+    let committed = r.bool()
     guard let changed = try? r.stringArray("changed", limit: Int.max) else { return nil }
     var a = r.recurse()
     r.next()
@@ -560,24 +526,23 @@ public final class OrdoClient {
   /// connection is closed.
   @discardableResult
   public func process(timeoutMs: Int32) -> Bool {
-    guard open else { return false }
+    guard !connection.closed else { return false }
     var delivered = deliver()
     if delivered { return true }
-    let deadline = timeoutMs < 0 ? Int64.max : Link.nowMs() + Int64(timeoutMs)
+    let deadline = timeoutMs < 0 ? Int64.max : Connection.nowMs() + Int64(timeoutMs)
     while !delivered {
-      guard dbus_connection_get_is_connected(conn) != 0 else { return false }
-      let left = deadline == Int64.max ? -1 : Int32(clamping: max(0, deadline - Link.nowMs()))
-      if dbus_connection_read_write(conn, left) == 0 { return false }
+      guard connection.isConnected else { return false }
+      let left = deadline == Int64.max ? -1 : Int32(clamping: max(0, deadline - Connection.nowMs()))
+      if !connection.readWrite(timeoutMs: left) { return false }
       delivered = deliver()
       if !delivered && left == 0 { break }
     }
-    return dbus_connection_get_is_connected(conn) != 0
+    return connection.isConnected
   }
 
   func deliver() -> Bool {
     var any = false
-    while let raw = dbus_connection_pop_message(conn) {
-      let m = DBusMessageRef(owning: raw)
+    while let m = connection.popMessage() {
       guard m.type == ORDO_DBUS_MESSAGE_TYPE_SIGNAL else {
         takeReply(m)
         continue

@@ -1,3 +1,5 @@
+// What the service needs to acknowledge only durable transactions
+// (`Durability`, filled by ordod --state) and what a sync reports.
 /// What a published bus uses to make its transactions durable before it
 /// acknowledges them (SPEC §11). `ordod --state` fills it with the
 /// `OrdoStore` `DurableState` of its bus; OrdoDBus itself does no I/O of

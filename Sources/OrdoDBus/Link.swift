@@ -1,3 +1,6 @@
+// The service's main loop: one thread drives the ``Connection`` (epoll over
+// libdbus' watches and timeouts), other threads queue messages and wake it.
+// Also `PThreadLocked`, the lock the loop's hand-over uses.
 import CDBus
 import Ordo
 import Synchronization
@@ -6,19 +9,8 @@ import Synchronization
 import Glibc
 #endif
 
-/// Why `name` is not a bus name a connection may own or call (a
-/// well-known name such as `dev.ordo.Bus`, or a unique name `:1.42`); nil
-/// when it is one (libdbus' `dbus_validate_bus_name`). libdbus aborts the
-/// process on an invalid name passed to `dbus_bus_request_name` or used as
-/// a message's destination, so every name from outside goes through this
-/// first.
-package func busNameProblem(_ name: String) -> String? {
-  if dbus_validate_bus_name(name, nil) != 0 { return nil }
-  return "\(name.debugDescription) is not a D-Bus bus name: two or more elements of [A-Za-z0-9_-] separated by dots, "
-    + "none starting with a digit, at most 255 bytes (or a unique name such as :1.42)"
-}
-
-/// One private libdbus connection, driven by one thread at a time.
+/// The service's main loop over one ``Connection``, driven by one thread at
+/// a time.
 ///
 /// libdbus stalls when several threads send and dispatch on one connection,
 /// so a `Link` owns its connection: the thread that calls ``step(timeoutMs:)``
@@ -31,11 +23,12 @@ package func busNameProblem(_ name: String) -> String? {
 /// that dispatches), hands the message to libdbus at once. The epoll fd
 /// (``fd``) is readable whenever the link has work: a host can poll it.
 final class Link: @unchecked Sendable {
-  let conn: OpaquePointer
+  let connection: Connection
+  private var conn: OpaquePointer { connection.raw }
   /// Readable when ``step(timeoutMs:)`` has work to do.
   let fd: Int32
   private let wakefd: Int32
-  let uniqueName: String
+  var uniqueName: String { connection.uniqueName }
 
   // Loop-thread state.
   private var watches: [Int32: [OpaquePointer]] = [:]
@@ -71,40 +64,13 @@ final class Link: @unchecked Sendable {
   /// Connects to `address` (nil: the session bus, or with `system` the
   /// system bus) and registers with the bus daemon.
   init(address: String?, system: Bool = false) throws(OrdoError) {
-    dbus_threads_init_default()
-    var err = DBusError()
-    dbus_error_init(&err)
-    defer { dbus_error_free(&err) }
-    var c: OpaquePointer?
-    if let address {
-      c = dbus_connection_open_private(address, &err)
-      if let conn = c, dbus_bus_register(conn, &err) == 0 {
-        dbus_connection_close(conn)
-        dbus_connection_unref(conn)
-        c = nil
-      }
-    } else if system {
-      c = dbus_bus_get_private(DBUS_BUS_SYSTEM, &err)
-    } else if getenv("DBUS_SESSION_BUS_ADDRESS").map({ $0.pointee != 0 }) == true {
-      c = dbus_bus_get_private(DBUS_BUS_SESSION, &err)
-    } else {
-      throw OrdoError(.dbus, "no session bus: DBUS_SESSION_BUS_ADDRESS is not set; pass an address")
-    }
-    guard let conn = c else {
-      let what = err.message.map { String(cString: $0) } ?? "unknown error"
-      throw OrdoError(.dbus, "cannot connect to \(address.map { "D-Bus at \($0)" } ?? (system ? "the system bus" : "the session bus")): \(what)")
-    }
-    self.conn = conn
-    self.uniqueName = dbus_bus_get_unique_name(conn).map { String(cString: $0) } ?? ""
+    do { connection = try Connection(address: address, system: system) } catch { throw OrdoError(.dbus, error.message) }
     fd = ordo_epoll_create()
     wakefd = ordo_eventfd()
     guard fd >= 0, wakefd >= 0 else {
-      dbus_connection_close(conn)
-      dbus_connection_unref(conn)
       throw OrdoError(.dbus, "cannot create epoll/eventfd: errno \(ordo_errno())")
     }
     _ = ordo_epoll_ctl(fd, ORDO_EPOLL_CTL_ADD, wakefd, ORDO_EPOLLIN)
-    dbus_connection_set_exit_on_disconnect(conn, 0)
     // Never let libdbus drop the connection over a large incoming message:
     // the daemon enforces its own limit first; ours are checked per call.
     dbus_connection_set_max_message_size(conn, Int(ORDO_DBUS_MAXIMUM_MESSAGE_LENGTH))
@@ -140,17 +106,13 @@ final class Link: @unchecked Sendable {
     guard !closed else { return }
     closed = true
     flushOutbox()
-    if dbus_connection_get_is_connected(conn) != 0 { dbus_connection_flush(conn) }
-    dbus_connection_close(conn)
+    connection.close()
     dbus_connection_set_watch_functions(conn, nil, nil, nil, nil, nil)
     dbus_connection_set_timeout_functions(conn, nil, nil, nil, nil, nil)
     dbus_connection_set_wakeup_main_function(conn, nil, nil, nil)
-    dbus_connection_unref(conn)
     inbox.removeAll()
     outbox.withLock { $0.removeAll() }
   }
-
-  var isConnected: Bool { !closed && dbus_connection_get_is_connected(conn) != 0 }
 
   // MARK: Sending
 
@@ -234,11 +196,11 @@ final class Link: @unchecked Sendable {
   /// Hands one message to libdbus (which writes it at once when the socket
   /// takes it). Loop thread.
   private func transmit(_ m: DBusMessageRef, _ droppable: Bool) {
-    if droppable && maxOutgoingBytes > 0 && dbus_connection_get_outgoing_size(conn) > maxOutgoingBytes {
+    if droppable && maxOutgoingBytes > 0 && connection.outgoingSize > maxOutgoingBytes {
       droppedCount.add(1, ordering: .relaxed)
       return
     }
-    if dbus_connection_send(conn, m.raw, nil) != 0 { sentCount.add(1, ordering: .relaxed) }
+    if connection.send(m) != nil { sentCount.add(1, ordering: .relaxed) }
   }
 
   // MARK: The loop
@@ -258,8 +220,8 @@ final class Link: @unchecked Sendable {
     }
     flushOutbox()
     var wait = timeoutMs
-    if !inbox.isEmpty || dbus_connection_get_dispatch_status(conn) == DBUS_DISPATCH_DATA_REMAINS { wait = 0 }
-    let now = Link.nowMs()
+    if !inbox.isEmpty || connection.hasDataToDispatch { wait = 0 }
+    let now = Connection.nowMs()
     if let next = timeouts.values.min() {
       let left = Int32(clamping: max(0, next - now))
       wait = wait < 0 ? left : min(wait, left)
@@ -276,7 +238,7 @@ final class Link: @unchecked Sendable {
       }
     }
     if !timeouts.isEmpty {
-      let t = Link.nowMs()
+      let t = Connection.nowMs()
       for (timeout, deadline) in timeouts where deadline <= t {
         guard timeouts[timeout] != nil else { continue }
         timeouts[timeout] = t + Int64(dbus_timeout_get_interval(timeout))
@@ -285,7 +247,7 @@ final class Link: @unchecked Sendable {
     }
     dispatchIncoming()
     flushOutbox()
-    if dbus_connection_get_is_connected(conn) == 0 {
+    if !connection.isConnected {
       // Hand over what is left (the Disconnected signal, replies).
       dispatchIncoming()
       return false
@@ -301,8 +263,8 @@ final class Link: @unchecked Sendable {
         handler?(m)
         flushOutbox()
       }
-      guard dbus_connection_get_dispatch_status(conn) == DBUS_DISPATCH_DATA_REMAINS else { return }
-      dbus_connection_dispatch(conn)
+      guard connection.hasDataToDispatch else { return }
+      connection.dispatch()
       budget -= 1
     }
     if budget == 0 { wake() }
@@ -373,63 +335,14 @@ final class Link: @unchecked Sendable {
   }
 
   private func addTimeout(_ t: OpaquePointer) -> dbus_bool_t {
-    if dbus_timeout_get_enabled(t) != 0 { timeouts[t] = Link.nowMs() + Int64(dbus_timeout_get_interval(t)) }
+    if dbus_timeout_get_enabled(t) != 0 { timeouts[t] = Connection.nowMs() + Int64(dbus_timeout_get_interval(t)) }
     return 1
   }
 
   private func removeTimeout(_ t: OpaquePointer) { timeouts[t] = nil }
 
   private func toggleTimeout(_ t: OpaquePointer) {
-    timeouts[t] = dbus_timeout_get_enabled(t) != 0 ? Link.nowMs() + Int64(dbus_timeout_get_interval(t)) : nil
-  }
-
-  static func nowMs() -> Int64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-  }
-
-  // MARK: Blocking calls (setup only)
-
-  /// Calls a method and waits for its reply (setup, before the loop runs).
-  func callBlocking(_ m: DBusMessageRef, timeoutMs: Int32 = 5000) throws(OrdoError) -> DBusMessageRef {
-    var err = DBusError()
-    dbus_error_init(&err)
-    defer { dbus_error_free(&err) }
-    guard let r = dbus_connection_send_with_reply_and_block(conn, m.raw, timeoutMs, &err) else {
-      let name = err.name.map { String(cString: $0) } ?? DBusErrorName.failed
-      let msg = err.message.map { String(cString: $0) } ?? "no reply"
-      throw OrdoError(.dbus, "\(m.member ?? "call") failed: \(name): \(msg)")
-    }
-    return DBusMessageRef(owning: r)
-  }
-
-  /// Asks the bus daemon for a well-known name; fails unless we become its
-  /// primary owner.
-  func requestName(_ name: String) throws(OrdoError) {
-    var err = DBusError()
-    dbus_error_init(&err)
-    defer { dbus_error_free(&err) }
-    let r = dbus_bus_request_name(conn, name, ORDO_DBUS_NAME_FLAG_DO_NOT_QUEUE, &err)
-    if r == -1 {
-      let msg = err.message.map { String(cString: $0) } ?? "unknown error"
-      throw OrdoError(.dbus, "cannot own the name \(name): \(msg)")
-    }
-    guard r == ORDO_DBUS_REQUEST_NAME_REPLY_PRIMARY_OWNER || r == ORDO_DBUS_REQUEST_NAME_REPLY_ALREADY_OWNER else {
-      throw OrdoError(.dbus, "cannot own the name \(name): another connection owns it")
-    }
-  }
-
-  /// Adds a match rule (blocking; setup only).
-  func addMatch(_ rule: String) throws(OrdoError) {
-    var err = DBusError()
-    dbus_error_init(&err)
-    defer { dbus_error_free(&err) }
-    dbus_bus_add_match(conn, rule, &err)
-    if dbus_error_is_set(&err) != 0 {
-      let msg = err.message.map { String(cString: $0) } ?? "unknown error"
-      throw OrdoError(.dbus, "cannot add match rule \(rule): \(msg)")
-    }
+    timeouts[t] = dbus_timeout_get_enabled(t) != 0 ? Connection.nowMs() + Int64(dbus_timeout_get_interval(t)) : nil
   }
 }
 

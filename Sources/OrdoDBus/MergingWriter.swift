@@ -1,3 +1,5 @@
+// Client-side write merging: writes issued while a `Commit` is in flight
+// join the next one (`MergingWriter`, behind `ordoctl set --merge`).
 import CDBus
 import Ordo
 
@@ -192,7 +194,7 @@ public final class MergingWriter {
   /// ``OrdoClient/process(timeoutMs:)`` does.
   public func poll() {
     if client.isConnected {
-      dbus_connection_read_write(client.conn, 0)
+      client.connection.readWrite(timeoutMs: 0)
       _ = client.deliver()
     }
     checkTimeoutAndConnection()
@@ -207,9 +209,9 @@ public final class MergingWriter {
       sendNext()
       checkTimeoutAndConnection()
       guard let f = inFlight else { continue }
-      let left = f.sentMs + Int64(client.timeoutMs) - Link.nowMs()
+      let left = f.sentMs + Int64(client.timeoutMs) - Connection.nowMs()
       if left > 0 && client.isConnected {
-        dbus_connection_read_write(client.conn, Int32(clamping: left))
+        client.connection.readWrite(timeoutMs: Int32(clamping: left))
         _ = client.deliver()
       }
     }
@@ -252,7 +254,7 @@ public final class MergingWriter {
       for b in left { finish(b.number, .failure(Self.error(DBusErrorName.dbus, "the connection to the bus is closed: not sent"))) }
       return
     }
-    if let f = inFlight, Link.nowMs() - f.sentMs >= Int64(client.timeoutMs) {
+    if let f = inFlight, Connection.nowMs() - f.sentMs >= Int64(client.timeoutMs) {
       client.replyHandlers[f.serial] = nil
       inFlight = nil
       finish(
@@ -279,16 +281,15 @@ public final class MergingWriter {
       w.valueDict(b.sets.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
       w.stringArray(b.touches.sorted())
       w.stringArray(b.removes.sorted())
-      var serial: UInt32 = 0
-      guard client.isConnected, dbus_connection_send(client.conn, m.raw, &serial) != 0 else {
+      guard client.isConnected, let serial = client.connection.send(m) else {
         finish(b.number, .failure(Self.error(DBusErrorName.dbus, "cannot send the Commit: the connection is closed")))
         continue
       }
       commitsSent += 1
-      inFlight = (b.number, serial, Link.nowMs())
+      inFlight = (b.number, serial, Connection.nowMs())
       let number = b.number
       client.replyHandlers[serial] = { [weak self] reply in self?.answered(number, reply) }
-      dbus_connection_flush(client.conn)
+      client.connection.flush()
     }
   }
 
@@ -320,16 +321,14 @@ extension OrdoClient {
   /// The connection's socket, to wait on with `poll(2)` beside other input
   /// (then call ``process(timeoutMs:)`` or ``MergingWriter/poll()``).
   public var fileDescriptor: Int32? {
-    var fd: Int32 = -1
-    guard isConnected, dbus_connection_get_unix_fd(conn, &fd) != 0, fd >= 0 else { return nil }
-    return fd
+    connection.unixFd
   }
 
   /// Hands a method return or error to the call that awaits it (replies to
   /// calls sent without blocking). A reply from anyone but the service's
   /// current owner is dropped.
   func takeReply(_ m: DBusMessageRef) {
-    let serial = dbus_message_get_reply_serial(m.raw)
+    let serial = m.replySerial
     guard let handler = replyHandlers[serial] else { return }
     if let owner = serviceOwner, let s = m.sender, s != owner, s != "org.freedesktop.DBus" { return }
     replyHandlers[serial] = nil

@@ -1,3 +1,6 @@
+// D-Bus messages and their arguments: `DBusMessageRef`, the `MessageReader`
+// and `MessageWriter` every argument goes through (the only users of
+// `dbus_message_iter_*`), and the error table.
 import CDBus
 import Ordo
 
@@ -28,6 +31,8 @@ public final class DBusMessageRef: @unchecked Sendable {
   var signature: String { dbus_message_get_signature(raw).map { String(cString: $0) } ?? "" }
   var errorName: String? { dbus_message_get_error_name(raw).map { String(cString: $0) } }
   var noReply: Bool { dbus_message_get_no_reply(raw) != 0 }
+  /// The serial of the call a reply answers.
+  var replySerial: UInt32 { dbus_message_get_reply_serial(raw) }
 
   // Building a message: libdbus rewrites the whole header (re-marshalling
   // every field in it) each time the body's signature changes, that is for
@@ -153,11 +158,21 @@ struct MessageReader {
     return s
   }
 
-  mutating func uint64() -> UInt64 {
-    let v = ordo_iter_get_uint64(&iter)
+  // The basic types: each reads the current argument (of that type: check
+  // ``currentSignature()`` first) and moves to the next.
+
+  private mutating func basic<T>(_ get: (UnsafeMutablePointer<DBusMessageIter>) -> T) -> T {
+    let v = get(&iter)
     next()
     return v
   }
+
+  mutating func uint64() -> UInt64 { basic(ordo_iter_get_uint64) }
+  mutating func int64() -> Int64 { basic(ordo_iter_get_int64) }
+  mutating func uint32() -> UInt32 { basic(ordo_iter_get_uint32) }
+  mutating func int32() -> Int32 { basic(ordo_iter_get_int32) }
+  mutating func bool() -> Bool { basic(ordo_iter_get_bool) != 0 }
+  mutating func double() -> Double { basic(ordo_iter_get_double) }
 
   /// Reads an `as`, refusing more than `limit` entries.
   mutating func stringArray(_ what: String, limit: Int) throws(OrdoServiceError) -> [String] {
@@ -181,11 +196,11 @@ struct MessageReader {
     let sig = v.currentSignature()
     switch sig {
     case "b":
-      return .bool(ordo_iter_get_bool(&v.iter) != 0)
+      return .bool(v.bool())
     case "x":
-      return .int64(ordo_iter_get_int64(&v.iter))
+      return .int64(v.int64())
     case "d":
-      return .double(ordo_iter_get_double(&v.iter))
+      return .double(v.double())
     case "s":
       let p = ordo_iter_get_string(&v.iter)
       if let p, strlen(p) > maxBytes {
@@ -294,6 +309,18 @@ struct MessageWriter {
         w.container(ORDO_DBUS_TYPE_DICT_ENTRY, nil) { e in
           e.string(k)
           e.value(v)
+        }
+      }
+    }
+  }
+
+  /// An `a{st}` of keypath counters, sorted by keypath.
+  mutating func counterDict(_ counters: [String: UInt64]) {
+    container(ORDO_DBUS_TYPE_ARRAY, "{st}") { a in
+      for (k, n) in counters.sorted(by: { $0.key < $1.key }) {
+        a.container(ORDO_DBUS_TYPE_DICT_ENTRY, nil) { e in
+          e.string(k)
+          e.uint64(n)
         }
       }
     }

@@ -1,3 +1,5 @@
+// The access policy (SPEC §12): rights per uid and group on keypath
+// patterns, the file they are read from, and the read filter they give.
 import Ordo
 
 #if canImport(Glibc)

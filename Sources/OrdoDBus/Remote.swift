@@ -1,3 +1,5 @@
+// The peers table: the peers the service knows and the remote contracts
+// they registered, indexed by id and by peer.
 import Ordo
 import Synchronization
 

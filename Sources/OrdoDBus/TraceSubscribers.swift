@@ -1,3 +1,5 @@
+// The peers subscribed to pass traces and how one pass becomes their
+// `Trace` signals (each filtered to what its peer may read).
 import CDBus
 import Ordo
 import Synchronization

@@ -1,3 +1,4 @@
+// The text syntax of values (`TYPE:TEXT`) used by ordoctl.
 import Ordo
 
 /// The text syntax of values used by `ordoctl` (and handy for other tools):

@@ -1,3 +1,5 @@
+// The measured hot path of every Commit: an observer's `Notify` built as
+// wire bytes (how and why below).
 import CDBus
 import Ordo
 

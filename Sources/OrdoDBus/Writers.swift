@@ -1,3 +1,5 @@
+// The wait for a remote writer's `Complete`: how it ends (`WriterOutcome`)
+// and the slot the awaiting thread and the service thread share.
 import Ordo
 
 #if canImport(Glibc)
@@ -110,7 +112,7 @@ final class WaitSlot: @unchecked Sendable {
     pthread_mutex_lock(mutex)
     defer { pthread_mutex_unlock(mutex) }
     while a.outcome == nil {
-      let now = Link.nowMs()
+      let now = Connection.nowMs()
       if now >= a.deadline { break }
       if busy() {
         a.outcome = .serviceBusy

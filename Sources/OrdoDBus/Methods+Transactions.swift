@@ -1,0 +1,76 @@
+// The method that writes: `Commit`, and the decoding of the writes it and
+// `Complete` carry.
+import CDBus
+import Ordo
+
+extension DBusService {
+  /// ``readWrites(_:_:limits:)`` within this service's limits.
+  func readWrites(_ r: inout MessageReader, _ method: String) throws(OrdoServiceError) -> [Write] {
+    try DBusService.readWrites(&r, method, limits: limits)
+  }
+
+  /// Decodes the `a{sv} set, as touch, as remove` of a `Commit` or
+  /// `Complete` body within the limits into one batch of writes (a `remove`
+  /// entry ending in `.**` removes the tree). Also the entry point of the
+  /// D-Bus fuzz target, Fuzz/DBusFuzz.swift.
+  static func readWrites(_ r: inout MessageReader, _ method: String, limits: ServiceLimits) throws(OrdoServiceError) -> [Write] {
+    var sets: [(String, Value)] = []
+    var d = r.recurse()
+    r.next()
+    while !d.atEnd {
+      if sets.count >= limits.maxKeypathsPerCall {
+        throw .ordo(OrdoError(.limit, "\(method): more than \(limits.maxKeypathsPerCall) entries in set (limit max-keypaths-per-call)"))
+      }
+      var e = d.recurse()
+      d.next()
+      let k: String
+      do { k = try e.string("\(method) set key") } catch { throw .invalidArgs(error.message) }
+      sets.append((k, try e.value("\(method): value of \"\(k)\"", maxBytes: limits.maxValueBytes)))
+    }
+    // Each list is read within the limit, then the three together are
+    // held to it (the message names the sum, not what was left of it).
+    let touch = try r.stringArray("\(method) touch", limit: limits.maxKeypathsPerCall)
+    let remove = try r.stringArray("\(method) remove", limit: limits.maxKeypathsPerCall)
+    guard sets.count + touch.count + remove.count <= limits.maxKeypathsPerCall else {
+      throw .ordo(OrdoError(.limit, "\(method): more than \(limits.maxKeypathsPerCall) entries in set, touch and remove together (limit max-keypaths-per-call)"))
+    }
+    var batch: [Write] = sets.map { .set($0.0, $0.1) }
+    batch.reserveCapacity(sets.count + touch.count + remove.count)
+    for k in touch { batch.append(.touch(k)) }
+    for k in remove { batch.append(k.hasSuffix(".**") ? .removeTree(String(k.dropLast(3))) : .remove(k)) }
+    return batch
+  }
+
+  /// `Commit(a{sv} set, as touch, as remove) → t`: one transaction, with
+  /// the write right on each keypath; with a durability, its reply waits in
+  /// the acknowledgement hold.
+  func commit(_ c: Call) throws(OrdoServiceError) -> DBusMessageRef? {
+    var r = c.m.reader()
+    let batch = try readWrites(&r, "Commit")
+    try c.access.requireWrites(batch, for: "Commit")
+    statistics.commits.add(1, ordering: .relaxed)
+    loopInBusCall.add(1, ordering: .relaxed)
+    defer { loopInBusCall.subtract(1, ordering: .relaxed) }
+    bus.begin()
+    let txn: UInt64
+    do throws(OrdoError) {
+      try bus.write(batch)
+      txn = try bus.commit()
+    } catch {
+      try? bus.rollback()
+      if hold.isOn {
+        // The pass ran (observers' Notify signals are held) but the
+        // transaction was not applied, e.g. the state file refused it.
+        hold.dropNotifies(after: bus.transactionID)
+      }
+      throw .ordo(error)
+    }
+    guard let reply = c.m.methodReturn({ $0.uint64(txn) }) else { return nil }
+    if hold.isOn {
+      // Sent once the transaction is durable (releaseHeld).
+      if !c.m.noReply { hold.hold(reply: reply, to: c.m, of: txn) }
+      return nil
+    }
+    return reply
+  }
+}
