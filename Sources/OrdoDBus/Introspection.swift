@@ -121,6 +121,12 @@ public let introspectionXML: String = #"""
     <property name="Epoch" type="s" access="read">
       <annotation name="org.freedesktop.DBus.Property.EmitsChangedSignal" value="const"/>
     </property>
+    <!-- The schema the bus enforces (SPEC 14, docs/schema.md) as canonical
+         JSON text; empty without one. Changes only when ordod reloads it
+         (SIGHUP). -->
+    <property name="Schema" type="s" access="read">
+      <annotation name="org.freedesktop.DBus.Property.EmitsChangedSignal" value="false"/>
+    </property>
   </interface>
   <interface name="org.freedesktop.DBus.Introspectable">
     <method name="Introspect">

@@ -1,5 +1,6 @@
 // The methods that describe the service: `Contracts`, `Graph`, `Stats` and
-// the properties of `dev.ordo.Bus1` (`Transaction`, `Version`, `Epoch`).
+// the properties of `dev.ordo.Bus1` (`Transaction`, `Version`, `Epoch`,
+// `Schema`).
 import CDBus
 import Ordo
 
@@ -113,13 +114,20 @@ extension DBusService {
     case "Epoch":
       let e = bus.epoch
       return m.methodReturn { $0.container(ORDO_DBUS_TYPE_VARIANT, "s") { $0.string(e) } }
+    case "Schema":
+      let s = schemaText
+      return m.methodReturn { $0.container(ORDO_DBUS_TYPE_VARIANT, "s") { $0.string(s) } }
     default:
       throw Self.unknownProperty(p)
     }
   }
 
   /// The properties of `dev.ordo.Bus1` (all read-only).
-  static let propertyNames = ["Transaction", "Version", "Epoch"]
+  static let propertyNames = ["Transaction", "Version", "Epoch", "Schema"]
+
+  /// The `Schema` property: the bus's schema as canonical JSON text, ""
+  /// without one.
+  var schemaText: String { bus.schema?.json ?? "" }
 
   /// The error for a property `dev.ordo.Bus1` does not have.
   static func unknownProperty(_ p: String) -> OrdoServiceError {
@@ -143,11 +151,13 @@ extension DBusService {
     try propertyInterface(&r)
     let t = transactionID(for: sender)
     let e = bus.epoch
+    let s = schemaText
     return m.methodReturn { w in
       w.dict { d in
         d.entry("Transaction", uint64: t)
         d.entry("Version", string: ordoDBusVersion)
         d.entry("Epoch", string: e)
+        d.entry("Schema", string: s)
       }
     }
   }

@@ -4,7 +4,9 @@ import CDBus
 import Ordo
 
 extension DBusService {
-  /// `Get(s keypath) → (v value, t counter)`.
+  /// `Get(s keypath) → (v value, t counter)`: the stored value or, for a
+  /// keypath the schema declares, its default (a `Snapshot`, which holds
+  /// stored values only, tells them apart).
   func get(_ c: Call) throws(OrdoServiceError) -> DBusMessageRef? {
     var r = c.m.reader()
     let k: String
@@ -18,7 +20,7 @@ extension DBusService {
       snap = try snapshot([k], for: c.sender)
     } catch { throw .ordo(error) }
     let counter = snap.counters[k] ?? 0
-    guard let v = snap.values[k] else {
+    guard let v = snap.values[k] ?? bus.schema?.declaration(for: k)?.defaultValue else {
       throw .ordo(OrdoError(.notFound, "\"\(k)\" holds no value (its counter is \(counter))"))
     }
     return c.m.methodReturn { w in
