@@ -1,4 +1,4 @@
-# The Swift API's documentation and example (issue 13; docs/swift.md).
+# The Swift API's documentation and example (docs/swift.md).
 #
 #   make docs                 the DocC archive of the Ordo module in
 #                             $(DOCS_OUT), built with the toolchain's
