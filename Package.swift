@@ -41,9 +41,10 @@ let package = Package(
 
 // The libFuzzer targets (Fuzz/), declared only when ORDO_FUZZ is set:
 // `make fuzz-build` builds them with -sanitize=fuzzer,address in a scratch
-// path of their own; each one's `main` hands its input function to libFuzzer
-// (Fuzz/CLibFuzzer), which an ordinary build does not link. The D-Bus target reaches the service's
-// decoder with `@testable import` (the fuzz build passes -enable-testing).
+// path of their own. Each one's `main` hands its input function to
+// libFuzzer's driver (Fuzz/CLibFuzzer), which an ordinary build does not
+// link. The D-Bus target reaches the service's decoder with
+// `@testable import` (the fuzz build passes -enable-testing).
 if ProcessInfo.processInfo.environment["ORDO_FUZZ"] != nil {
   package.targets += [
     .systemLibrary(name: "CLibFuzzer", path: "Fuzz/CLibFuzzer"),
