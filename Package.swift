@@ -1,4 +1,5 @@
 // swift-tools-version:6.0
+import Foundation
 import PackageDescription
 
 let package = Package(
@@ -37,3 +38,18 @@ let package = Package(
     .testTarget(name: "OrdoStoreTests", dependencies: ["OrdoStore", "Ordo", "CSQLite", "ordo-store-tool"]),
   ]
 )
+
+// The libFuzzer targets (Fuzz/), declared only when ORDO_FUZZ is set:
+// `make fuzz-build` builds them with -sanitize=fuzzer,address in a scratch
+// path of their own. Each one's `main` hands its input function to
+// libFuzzer's driver (Fuzz/CLibFuzzer), which an ordinary build does not
+// link. The D-Bus target reaches the service's decoder with
+// `@testable import` (the fuzz build passes -enable-testing).
+if ProcessInfo.processInfo.environment["ORDO_FUZZ"] != nil {
+  package.targets += [
+    .systemLibrary(name: "CLibFuzzer", path: "Fuzz/CLibFuzzer"),
+    .executableTarget(name: "fuzz-keypath", dependencies: ["Ordo", "CLibFuzzer"], path: "Fuzz/keypath"),
+    .executableTarget(name: "fuzz-scenario", dependencies: ["OrdoConformance", "CLibFuzzer"], path: "Fuzz/scenario"),
+    .executableTarget(name: "fuzz-dbus", dependencies: ["OrdoDBus", "Ordo", "CDBus", "CLibFuzzer"], path: "Fuzz/dbus"),
+  ]
+}

@@ -1,4 +1,5 @@
-# The Swift API's documentation and example (issue 13; docs/swift.md).
+# Documentation: the Swift API's DocC archive and example (docs/swift.md), and the
+# links between the Markdown documents.
 #
 #   make docs                 the DocC archive of the Ordo module in
 #                             $(DOCS_OUT), built with the toolchain's
@@ -9,7 +10,9 @@
 #                             depends on Ordo by path) to a temporary
 #                             directory, points it at this checkout, runs it
 #                             with `swift run` and checks what it printed
-#   make test-docs            both                                   [make test]
+#   make test-doc-links       every relative link of the Markdown files
+#                             points at a file and heading that exist
+#   make test-docs            all three                              [make test]
 
 SWIFT_BIN_DIR ?= $(dir $(realpath $(shell command -v $(SWIFT))))
 SYMBOLGRAPH_EXTRACT ?= $(SWIFT_BIN_DIR)swift-symbolgraph-extract
@@ -18,7 +21,7 @@ DOCS_SCRATCH ?= .build-docs
 DOCS_OUT ?= $(DOCS_SCRATCH)/Ordo.doccarchive
 DOCS_TRIPLE = $(shell $(SWIFT) -print-target-info | python3 -c 'import json,sys; print(json.load(sys.stdin)["target"]["triple"])')
 
-.PHONY: docs test-docs test-examples-swift
+.PHONY: docs test-docs test-doc-links test-examples-swift
 TEST_TARGETS += test-docs
 
 docs:
@@ -37,4 +40,7 @@ docs:
 test-examples-swift:
 	python3 examples/swift/check.py --swift $(SWIFT) --checkout $(CURDIR)
 
-test-docs: docs test-examples-swift
+test-doc-links:
+	python3 scripts/check-doc-links.py $$(git ls-files '*.md' 2>/dev/null || find . -name '*.md' -not -path './.build*')
+
+test-docs: test-doc-links docs test-examples-swift

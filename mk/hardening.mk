@@ -1,4 +1,4 @@
-# Hardening (issue 6): differential testing, fuzzing, sanitizers, thread stress.
+# Hardening: differential testing, fuzzing, sanitizers, thread stress.
 # What each rule checks and what it found: docs/reliability.md.
 #
 #   make differential   the model-vs-bus differential tests with more sequences
@@ -11,9 +11,8 @@
 #   make stress         release build: DIFF_STRESS_SEQUENCES (10000) differential
 #                       sequences and STRESS_THREADS (4) × STRESS_TRANSACTIONS
 #                       (100000) thread stress
-#   make fuzz-build     build the fuzz targets only (.build-fuzz/)
+#   make fuzz-build     build the fuzz targets only (.build-fuzz/release/)
 
-SWIFTC ?= swiftc
 HARD_SCRATCH ?= .build-hard
 TSAN_SCRATCH ?= .build-tsan
 ASAN_SCRATCH ?= .build-asan
@@ -29,10 +28,13 @@ STRESS_TRANSACTIONS ?= 100000
 TSAN_DIFF_SEQUENCES ?= 30
 
 FUZZ_TARGETS := keypath scenario dbus
-# The core imports CCacheHint (a header-only system-library target).
-FUZZ_FLAGS := -O -g -sanitize=fuzzer,address -parse-as-library -warnings-as-errors -package-name ordo -I Sources/CCacheHint
-FUZZ_ORDO_SOURCES := $(sort $(wildcard Sources/Ordo/*.swift))
-FUZZ_CONFORMANCE_SOURCES := $(sort $(wildcard Sources/OrdoConformance/*.swift))
+# The fuzz targets are SwiftPM executables (Package.swift, declared when
+# ORDO_FUZZ is set), built in release with libFuzzer and AddressSanitizer in
+# their own scratch path; -enable-testing lets the D-Bus target reach the
+# service's decoder.
+FUZZ_SWIFTFLAGS := $(SWIFTFLAGS) -c release --scratch-path $(FUZZ_BUILD) \
+  -Xswiftc -g -Xswiftc -sanitize=fuzzer,address -Xswiftc -enable-testing -Xswiftc -use-ld=lld
+FUZZ_BIN = $(FUZZ_BUILD)/release
 # libFuzzer options: a hang is a finding (10 s per input), memory is bounded.
 FUZZ_RUN_FLAGS := -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
 
@@ -42,32 +44,13 @@ differential:
 	ORDO_DIFF_SEQUENCES=$(DIFF_SEQUENCES) ORDO_DIFF_SEED=$(DIFF_SEED) \
 	  $(SWIFT) test $(SWIFTFLAGS) --scratch-path $(HARD_SCRATCH) --filter 'OrdoDifferentialTests\.(DifferentialTests|ModelTests)'
 
-# --- Fuzzing (libFuzzer + AddressSanitizer/LeakSanitizer, built with swiftc) -
+# --- Fuzzing (libFuzzer + AddressSanitizer/LeakSanitizer, through SwiftPM) --
 
-$(FUZZ_BUILD)/Ordo.o: $(FUZZ_ORDO_SOURCES) $(wildcard Sources/CCacheHint/*)
-	@mkdir -p $(FUZZ_BUILD)
-	$(SWIFTC) -module-name Ordo $(FUZZ_FLAGS) -wmo -c $(FUZZ_ORDO_SOURCES) \
-	  -emit-module -emit-module-path $(FUZZ_BUILD)/Ordo.swiftmodule -o $@
-
-$(FUZZ_BUILD)/OrdoConformance.o: $(FUZZ_CONFORMANCE_SOURCES) $(FUZZ_BUILD)/Ordo.o
-	$(SWIFTC) -module-name OrdoConformance $(FUZZ_FLAGS) -wmo -c $(FUZZ_CONFORMANCE_SOURCES) -I $(FUZZ_BUILD) \
-	  -emit-module -emit-module-path $(FUZZ_BUILD)/OrdoConformance.swiftmodule -o $@
-
-$(FUZZ_BUILD)/fuzz-keypath: Fuzz/KeypathFuzz.swift Tests/OrdoDifferentialTests/Naive.swift $(FUZZ_BUILD)/Ordo.o
-	$(SWIFTC) $(FUZZ_FLAGS) -use-ld=lld -I $(FUZZ_BUILD) $(filter %.swift %.o,$^) -o $@
-
-$(FUZZ_BUILD)/fuzz-scenario: Fuzz/ScenarioFuzz.swift $(FUZZ_BUILD)/Ordo.o $(FUZZ_BUILD)/OrdoConformance.o
-	$(SWIFTC) $(FUZZ_FLAGS) -use-ld=lld -I $(FUZZ_BUILD) $(filter %.swift %.o,$^) -o $@
-
-# The D-Bus target is compiled with the OrdoDBus sources in its module, so
-# that it reaches the service's decoder; libdbus through the CDBus module map.
-FUZZ_DBUS_SOURCES := $(sort $(wildcard Sources/OrdoDBus/*.swift))
-FUZZ_DBUS_CFLAGS = $(patsubst -I%,-Xcc -I%,$(shell pkg-config --cflags dbus-1))
-$(FUZZ_BUILD)/fuzz-dbus: Fuzz/DBusFuzz.swift $(FUZZ_DBUS_SOURCES) $(FUZZ_BUILD)/Ordo.o
-	$(SWIFTC) $(FUZZ_FLAGS) -use-ld=lld -module-name fuzz_dbus -I $(FUZZ_BUILD) -I Sources/CDBus $(FUZZ_DBUS_CFLAGS) \
-	  $(filter %.swift %.o,$^) -ldbus-1 -o $@
-
-fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz-%)
+fuzz-build: deps
+	@for t in $(FUZZ_TARGETS); do \
+	  echo "ORDO_FUZZ=1 $(SWIFT) build $(FUZZ_SWIFTFLAGS) --product fuzz-$$t"; \
+	  ORDO_FUZZ=1 $(SWIFT) build $(FUZZ_SWIFTFLAGS) --product fuzz-$$t || exit 1; \
+	done
 
 # Runs every target for FUZZ_RUN_SECONDS. New inputs go to
 # $(FUZZ_BUILD)/corpus-<target>; the committed seeds in Fuzz/corpus/<target>
@@ -81,7 +64,7 @@ fuzz test-fuzz: fuzz-build
 	  mkdir -p $(FUZZ_BUILD)/corpus-$$t; \
 	  dict=; if [ -f Fuzz/$$t.dict ]; then dict=-dict=Fuzz/$$t.dict; fi; \
 	  printf 'fuzz-%s (%s s): ' $$t $(FUZZ_RUN_SECONDS); \
-	  if $(FUZZ_BUILD)/fuzz-$$t -max_total_time=$(FUZZ_RUN_SECONDS) $(FUZZ_RUN_FLAGS) $$dict \
+	  if $(FUZZ_BIN)/fuzz-$$t -max_total_time=$(FUZZ_RUN_SECONDS) $(FUZZ_RUN_FLAGS) $$dict \
 	      -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t- \
 	      $(FUZZ_BUILD)/corpus-$$t Fuzz/corpus/$$t >$(FUZZ_BUILD)/fuzz-$$t.log 2>&1; then \
 	    grep -E '^(Done|stat::average_exec_per_sec)' $(FUZZ_BUILD)/fuzz-$$t.log | tr '\n' ' '; echo; \

@@ -346,7 +346,7 @@ func runCGObject(_ s: Settings) throws -> [BenchResult] {
   gr.comparators = [("gobject", gGrowth), ("c-strings", sc.ratio("c-strings-\(big)", "c-strings-10")), ("c-floor", floorGrowth)]
   // The growth in nanoseconds beside the ratio: GObject's 10-object commit
   // is several times slower than Ordo's, so the same added memory latency
-  // is a smaller multiple of it (docs/performance.md, C ABI against GObject).
+  // is a smaller multiple of it (docs/measurements/2026-12-01-c-abi-against-gobject.md).
   let cAdded = sc["c-handles-\(big)"] - sc["c-handles-10"], gAdded = sc["gobject-\(big)"] - sc["gobject-10"]
   // The floor of the ratio: Ordo's 10-contract commit plus only what
   // memory latency adds to the floor dispatcher of ordo-c-bench's `floor`

@@ -12,7 +12,7 @@ extension DBusService {
   /// Decodes the `a{sv} set, as touch, as remove` of a `Commit` or
   /// `Complete` body within the limits into one batch of writes (a `remove`
   /// entry ending in `.**` removes the tree). Also the entry point of the
-  /// D-Bus fuzz target, Fuzz/DBusFuzz.swift.
+  /// D-Bus fuzz target, Fuzz/dbus/DBusFuzz.swift.
   static func readWrites(_ r: inout MessageReader, _ method: String, limits: ServiceLimits) throws(OrdoServiceError) -> [Write] {
     var sets: [(String, Value)] = []
     var d = r.recurse()

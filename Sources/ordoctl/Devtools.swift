@@ -74,11 +74,16 @@ func contractFields() -> [ContractFields] {
 // MARK: - trace
 
 extension Devtools {
-func traceCommand(_ argv: [String]) {
+/// Checks `trace`'s arguments; what it does once connected.
+static func traceCommand(_ argv: [String]) -> (OrdoClient) -> Void {
   let (o, operands) = parseArguments(argv, command: "trace", flags: ["--json"], valued: ["--count"])
   let json = o["--json"] != nil
   let count = positiveCount(o, "--count")
   let patterns = operands.isEmpty ? ["**"] : operands
+  return { Devtools(client: $0).trace(patterns, json: json, count: count) }
+}
+
+func trace(_ patterns: [String], json: Bool, count: Int) {
   var seen = 0
   installStopHandlers()
   run { () throws(OrdoRemoteError) in
@@ -168,9 +173,14 @@ func changedAt(_ keys: [String], last: UInt64) throws(OrdoRemoteError) -> [Strin
 }
 
 extension Devtools {
-func whyCommand(_ argv: [String]) {
-  guard argv.count == 1 else { fail("why needs one contract: a name, a path or an id (see ordoctl contracts)", code: 2) }
-  let wanted = argv[0]
+/// Checks `why`'s argument; what it does once connected.
+static func whyCommand(_ argv: [String]) -> (OrdoClient) -> Void {
+  let operands = parseArguments(argv, command: "why").operands
+  guard operands.count == 1 else { fail("why needs one contract: a name, a path or an id (see ordoctl contracts)", code: 2) }
+  return { Devtools(client: $0).why(operands[0]) }
+}
+
+func why(_ wanted: String) {
   let all = contractFields()
   let match = all.first { $0.str("path") == wanted || $0.str("name") == wanted || $0.str("path") == ordoContractPathPrefix + wanted }
   guard let c = match else {
@@ -396,7 +406,8 @@ func runWithInput(_ argv: [String], _ input: String) -> Int32 {
 }
 
 extension Devtools {
-func graphCommand(_ argv: [String]) {
+/// Checks `graph`'s arguments; what it does once connected.
+static func graphCommand(_ argv: [String]) -> (OrdoClient) -> Void {
   var args = argv
   var format: String?
   var file: String?
@@ -414,6 +425,10 @@ func graphCommand(_ argv: [String]) {
     default: fail("unknown graph argument \(a); graph [--styled | --svg FILE | --png FILE]", code: 2)
     }
   }
+  return { [format, file, styled] in Devtools(client: $0).graph(format: format, file: file, styled: styled) }
+}
+
+func graph(format: String?, file: String?, styled: Bool) {
   var dot = ""
   run { () throws(OrdoRemoteError) in dot = try client.graph() }
   guard let format, let file else {

@@ -149,12 +149,10 @@ while let a = args.first, a.hasPrefix("-") {
 guard !args.isEmpty else { fail("no command\n\(usage)", code: 2) }
 let command = args.removeFirst()
 
-let client: OrdoClient
-do {
-  client = try OrdoClient(address: address, name: service, timeoutMs: timeoutMs)
-} catch {
-  fail(error.description)
-}
+// A command's arguments are checked before connecting: what a command does
+// with the connection is `action`, run once the command line is known good,
+// so that a usage error (exit status 2) never waits for a bus.
+let action: (OrdoClient) -> Void
 
 func run(_ body: () throws(OrdoRemoteError) -> Void) {
   do { try body() } catch { fail(error.description) }
@@ -164,24 +162,26 @@ switch command {
 case "get":
   let keys = parseArguments(args, command: "get").operands
   guard !keys.isEmpty else { fail("get needs at least one keypath", code: 2) }
-  run { () throws(OrdoRemoteError) in
-    for k in keys {
-      let (v, _) = try client.get(k)
-      out(keys.count == 1 ? ValueText.format(v) : "\(k)=\(ValueText.format(v))")
+  action = { client in
+    run { () throws(OrdoRemoteError) in
+      for k in keys {
+        let (v, _) = try client.get(k)
+        out(keys.count == 1 ? ValueText.format(v) : "\(k)=\(ValueText.format(v))")
+      }
     }
   }
 
-case "set":
-  if args.first == "--merge" {
-    var maxBatch = 4096
-    if args.count == 3, args[1] == "--max-batch" {
-      guard let n = Int(args[2]), n > 0 else { fail("--max-batch needs a positive number of entries", code: 2) }
-      maxBatch = n
-    } else if args.count != 1 {
-      fail("set --merge [--max-batch N] reads its writes from stdin: no other arguments", code: 2)
-    }
-    mergedSet(client, maxBatch: maxBatch)
+case "set" where args.first == "--merge":
+  var maxBatch = 4096
+  if args.count == 3, args[1] == "--max-batch" {
+    guard let n = Int(args[2]), n > 0 else { fail("--max-batch needs a positive number of entries", code: 2) }
+    maxBatch = n
+  } else if args.count != 1 {
+    fail("set --merge [--max-batch N] reads its writes from stdin: no other arguments", code: 2)
   }
+  action = { [maxBatch] client in mergedSet(client, maxBatch: maxBatch) }
+
+case "set":
   let assignments = parseArguments(args, command: "set").operands
   guard !assignments.isEmpty else { fail("set needs KEY=VALUE arguments", code: 2) }
   var sets: [(String, Value)] = []
@@ -193,17 +193,17 @@ case "set":
       fail("\(a): \(error.message)", code: 2)
     }
   }
-  run { () throws(OrdoRemoteError) in out(String(try client.commit(set: sets))) }
+  action = { [sets] client in run { () throws(OrdoRemoteError) in out(String(try client.commit(set: sets))) } }
 
 case "touch":
   let keys = parseArguments(args, command: "touch").operands
   guard !keys.isEmpty else { fail("touch needs at least one keypath", code: 2) }
-  run { () throws(OrdoRemoteError) in out(String(try client.commit(touch: keys))) }
+  action = { client in run { () throws(OrdoRemoteError) in out(String(try client.commit(touch: keys))) } }
 
 case "rm":
   let keys = parseArguments(args, command: "rm").operands
   guard !keys.isEmpty else { fail("rm needs at least one keypath", code: 2) }
-  run { () throws(OrdoRemoteError) in out(String(try client.commit(remove: keys))) }
+  action = { client in run { () throws(OrdoRemoteError) in out(String(try client.commit(remove: keys))) } }
 
 case "watch":
   let (o, patterns) = parseArguments(
@@ -217,7 +217,6 @@ case "watch":
     priority = p
   }
   let count = positiveCount(o, "--count")
-  let contractName = o["--contract"] ?? "ordoctl-watch-\(getpid())-\(client.uniqueName)"
   if o["--contract"]?.isEmpty == true { fail("--contract needs a name", code: 2) }
   if o["--resume"]?.isEmpty == true { fail("--resume needs a file", code: 2) }
   let resumeFile = o["--resume"]
@@ -229,56 +228,63 @@ case "watch":
     reconnectTimeout = t
   }
   guard !patterns.isEmpty else { fail("watch needs at least one pattern (** for everything)", code: 2) }
-  if let file = resumeFile {
-    if initial { fail("--initial and --resume do not go together: --resume starts with a catch-up (changes: or snapshot:)", code: 2) }
-    let o = ResumeOptions(
-      address: address, service: service, timeoutMs: timeoutMs, patterns: patterns, file: file, priority: priority,
-      json: json, count: count, contractName: contractName, reconnectTimeoutMs: reconnectTimeout * 1000)
-    ResumingWatch(o, client: client).run()
+  if resumeFile != nil && initial {
+    fail("--initial and --resume do not go together: --resume starts with a catch-up (changes: or snapshot:)", code: 2)
   }
-  var seen = 0
-  installStopHandlers()
-  // Without --resume nothing can catch up after the service restarts: say
-  // so and stop rather than wait on a contract that is gone.
-  client.onOwnerChange = { owner in
-    let what = owner == nil ? "left the bus" : "restarted (now \(owner!))"
-    fail("the service \(service) \(what): this watch's contract is gone; watch --resume FILE follows restarts and catches up")
-  }
-  run { () throws(OrdoRemoteError) in
-    try client.register(name: contractName, reads: patterns, priority: priority, notifyInitial: initial) { note in
-      seen += 1
-      if json {
-        let changed = note.changed.map(ValueText.json).joined(separator: ",")
-        let values = note.changed.compactMap { k in note.values[k].map { ValueText.json(k) + ":" + ValueText.jsonValue($0) } }
-        out("{\"contract\":\(ValueText.json(note.contract)),\"txn\":\(note.transaction),\"changed\":[\(changed)],\"values\":{\(values.joined(separator: ","))}}")
-      } else {
-        let items = note.changed.map { k in note.values[k].map { "\(k)=\(ValueText.format($0, quoted: true))" } ?? k }
-        out((["txn=\(note.transaction)"] + items).joined(separator: " "))
+  action = { [priority, reconnectTimeout] client in
+    let contractName = o["--contract"] ?? "ordoctl-watch-\(getpid())-\(client.uniqueName)"
+    if let file = resumeFile {
+      let o = ResumeOptions(
+        address: address, service: service, timeoutMs: timeoutMs, patterns: patterns, file: file, priority: priority,
+        json: json, count: count, contractName: contractName, reconnectTimeoutMs: reconnectTimeout * 1000)
+      ResumingWatch(o, client: client).run()
+    }
+    var seen = 0
+    installStopHandlers()
+    // Without --resume nothing can catch up after the service restarts: say
+    // so and stop rather than wait on a contract that is gone.
+    client.onOwnerChange = { owner in
+      let what = owner == nil ? "left the bus" : "restarted (now \(owner!))"
+      fail("the service \(service) \(what): this watch's contract is gone; watch --resume FILE follows restarts and catches up")
+    }
+    run { () throws(OrdoRemoteError) in
+      try client.register(name: contractName, reads: patterns, priority: priority, notifyInitial: initial) { note in
+        seen += 1
+        if json {
+          let changed = note.changed.map(ValueText.json).joined(separator: ",")
+          let values = note.changed.compactMap { k in note.values[k].map { ValueText.json(k) + ":" + ValueText.jsonValue($0) } }
+          out("{\"contract\":\(ValueText.json(note.contract)),\"txn\":\(note.transaction),\"changed\":[\(changed)],\"values\":{\(values.joined(separator: ","))}}")
+        } else {
+          let items = note.changed.map { k in note.values[k].map { "\(k)=\(ValueText.format($0, quoted: true))" } ?? k }
+          out((["txn=\(note.transaction)"] + items).joined(separator: " "))
+        }
       }
     }
-  }
-  while !stopRequested() && (count == 0 || seen < count) {
-    if !client.process(timeoutMs: 200) { fail("the connection to the bus closed") }
+    while !stopRequested() && (count == 0 || seen < count) {
+      if !client.process(timeoutMs: 200) { fail("the connection to the bus closed") }
+    }
   }
 
 case "snapshot":
   let (o, operands) = parseArguments(args, command: "snapshot", flags: ["--json"])
   let json = o["--json"] != nil
   let patterns = operands.isEmpty ? ["**"] : operands
-  run { () throws(OrdoRemoteError) in
-    let s = try client.snapshot(patterns)
-    let counters = Dictionary(s.counters, uniquingKeysWith: { a, _ in a })
-    if json {
-      let values = s.values.map { ValueText.json($0.0) + ":" + ValueText.jsonValue($0.1) }
-      let cs = s.counters.map { ValueText.json($0.0) + ":" + String($0.1) }
-      out("{\"txn\":\(s.transaction),\"values\":{\(values.joined(separator: ","))},\"counters\":{\(cs.joined(separator: ","))}}")
-    } else {
-      let valued = Dictionary(s.values, uniquingKeysWith: { a, _ in a })
-      for k in Set(valued.keys).union(counters.keys).sorted() {
-        let v = valued[k].map { "=" + ValueText.format($0, quoted: true) } ?? ""
-        out("\(k)\(v) counter=\(counters[k] ?? 0)")
+  action = { client in
+    run { () throws(OrdoRemoteError) in
+      let s = try client.snapshot(patterns)
+      let counters = Dictionary(s.counters, uniquingKeysWith: { a, _ in a })
+      if json {
+        let values = s.values.map { ValueText.json($0.0) + ":" + ValueText.jsonValue($0.1) }
+        let cs = s.counters.map { ValueText.json($0.0) + ":" + String($0.1) }
+        out("{\"txn\":\(s.transaction),\"values\":{\(values.joined(separator: ","))},\"counters\":{\(cs.joined(separator: ","))}}")
+      } else {
+        let valued = Dictionary(s.values, uniquingKeysWith: { a, _ in a })
+        for k in Set(valued.keys).union(counters.keys).sorted() {
+          let v = valued[k].map { "=" + ValueText.format($0, quoted: true) } ?? ""
+          out("\(k)\(v) counter=\(counters[k] ?? 0)")
+        }
+        out("txn=\(s.transaction)")
       }
-      out("txn=\(s.transaction)")
     }
   }
 
@@ -288,53 +294,69 @@ case "changes":
   guard let since = UInt64(first) else { fail("changes: \"\(first)\" is not a transaction id (an unsigned integer)", code: 2) }
   let json = o["--json"] != nil
   let patterns = operands.count == 1 ? ["**"] : Array(operands.dropFirst())
-  run { () throws(OrdoRemoteError) in
-    let ch = try client.changes(since: since, patterns: patterns)
-    let keys = Set(ch.values.keys).union(ch.removed).sorted()
-    if json {
-      let values = keys.compactMap { k in ch.values[k].map { ValueText.json(k) + ":" + ValueText.jsonValue($0) } }
-      let removed = ch.removed.sorted().map(ValueText.json)
-      let cs = keys.map { ValueText.json($0) + ":" + String(ch.counters[$0] ?? 0) }
-      out("{\"txn\":\(ch.transaction),\"values\":{\(values.joined(separator: ","))},\"removed\":[\(removed.joined(separator: ","))],\"counters\":{\(cs.joined(separator: ","))}}")
-    } else {
-      for k in keys {
-        let what = ch.values[k].map { "=" + ValueText.format($0, quoted: true) } ?? " removed"
-        out("\(k)\(what) counter=\(ch.counters[k] ?? 0)")
+  action = { client in
+    run { () throws(OrdoRemoteError) in
+      let ch = try client.changes(since: since, patterns: patterns)
+      let keys = Set(ch.values.keys).union(ch.removed).sorted()
+      if json {
+        let values = keys.compactMap { k in ch.values[k].map { ValueText.json(k) + ":" + ValueText.jsonValue($0) } }
+        let removed = ch.removed.sorted().map(ValueText.json)
+        let cs = keys.map { ValueText.json($0) + ":" + String(ch.counters[$0] ?? 0) }
+        out("{\"txn\":\(ch.transaction),\"values\":{\(values.joined(separator: ","))},\"removed\":[\(removed.joined(separator: ","))],\"counters\":{\(cs.joined(separator: ","))}}")
+      } else {
+        for k in keys {
+          let what = ch.values[k].map { "=" + ValueText.format($0, quoted: true) } ?? " removed"
+          out("\(k)\(what) counter=\(ch.counters[k] ?? 0)")
+        }
+        out("txn=\(ch.transaction)")
       }
-      out("txn=\(ch.transaction)")
     }
   }
 
 case "contracts":
-  run { () throws(OrdoRemoteError) in
-    for c in try client.contracts() {
-      let f = Dictionary(c, uniquingKeysWith: { a, _ in a })
-      let rank = f["priority"].map { "priority=\($0)" } ?? "level=\(f["level"]?.description ?? "0")"
-      let owner = f["owner"]?.description ?? ""
-      // A writer: its timeout and whether it is suspended (docs/reliability.md).
-      let writer = f["timeout-ms"].map { " timeout-ms=\($0) suspended=\(f["suspended"]?.description ?? "false")" } ?? ""
-      out(
-        "\(f["path"]?.description ?? "?") name=\(ValueText.json(f["name"]?.description ?? "")) kind=\(f["kind"]?.description ?? "?") \(rank) owner=\(owner.isEmpty ? "-" : owner) reads=\(f["reads"]?.description ?? "[]") writes=\(f["writes"]?.description ?? "[]") calls=\(f["calls"]?.description ?? "0")\(writer) unused-reads=\(f["unused-reads"]?.description ?? "[]") unused-writes=\(f["unused-writes"]?.description ?? "[]")"
-      )
+  _ = parseArguments(args, command: "contracts")
+  action = { client in
+    run { () throws(OrdoRemoteError) in
+      for c in try client.contracts() {
+        let f = Dictionary(c, uniquingKeysWith: { a, _ in a })
+        let rank = f["priority"].map { "priority=\($0)" } ?? "level=\(f["level"]?.description ?? "0")"
+        let owner = f["owner"]?.description ?? ""
+        // A writer: its timeout and whether it is suspended (docs/reliability.md).
+        let writer = f["timeout-ms"].map { " timeout-ms=\($0) suspended=\(f["suspended"]?.description ?? "false")" } ?? ""
+        out(
+          "\(f["path"]?.description ?? "?") name=\(ValueText.json(f["name"]?.description ?? "")) kind=\(f["kind"]?.description ?? "?") \(rank) owner=\(owner.isEmpty ? "-" : owner) reads=\(f["reads"]?.description ?? "[]") writes=\(f["writes"]?.description ?? "[]") calls=\(f["calls"]?.description ?? "0")\(writer) unused-reads=\(f["unused-reads"]?.description ?? "[]") unused-writes=\(f["unused-writes"]?.description ?? "[]")"
+        )
+      }
     }
   }
 
 case "graph":
-  Devtools(client: client).graphCommand(args)
+  action = Devtools.graphCommand(args)
 
 case "trace":
-  Devtools(client: client).traceCommand(args)
+  action = Devtools.traceCommand(args)
 
 case "why":
-  Devtools(client: client).whyCommand(args)
+  action = Devtools.whyCommand(args)
 
 case "stats":
-  run { () throws(OrdoRemoteError) in
-    for (k, v) in try client.stats() { out("\(k)=\(v)") }
+  _ = parseArguments(args, command: "stats")
+  action = { client in
+    run { () throws(OrdoRemoteError) in
+      for (k, v) in try client.stats() { out("\(k)=\(v)") }
+    }
   }
 
 default:
   fail("unknown command \"\(command)\"\n\(usage)", code: 2)
 }
+
+let client: OrdoClient
+do {
+  client = try OrdoClient(address: address, name: service, timeoutMs: timeoutMs)
+} catch {
+  fail(error.description)
+}
+action(client)
 client.close()
 exit(0)

@@ -5,6 +5,7 @@
 set -eu
 BIN=${1:?usage: run-demo.sh BIN_DIR}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ordo-run.XXXXXX")
+cd "$tmp"
 ORDOD_PID= W1= W2=
 cleanup() {
   for p in $W1 $W2; do kill "$p" 2>/dev/null || true; done
@@ -19,9 +20,24 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 say() { printf '\n== %s\n' "$*"; }
-run() { printf '$ %s\n' "$*"; "$@"; }
+# The arguments as a shell reads them back: one with anything but letters,
+# digits and _./:=+,@- in it is single-quoted, so every command the demo
+# prints can be copied and run as it is.
+quoted() {
+  line=
+  for a in "$@"; do
+    case $a in
+      '' | *[!A-Za-z0-9_./:=+,@-]*) a="'$(printf '%s' "$a" | sed "s/'/'\\\\''/g")'" ;;
+    esac
+    line="$line${line:+ }$a"
+  done
+  printf '%s' "$line"
+}
+show() { printf '$ %s\n' "$(quoted "$@")"; }
+run() { show "$@"; "$@"; }
 
 say "starting ordod"
+printf '$ %s &\n' "$(quoted "$BIN/ordod" --log-level info)"
 "$BIN/ordod" --log-level info >"$tmp/ordod.out" 2>"$tmp/ordod.log" &
 ORDOD_PID=$!
 i=0
@@ -33,14 +49,20 @@ until grep -q '^DBUS_SESSION_BUS_ADDRESS=' "$tmp/ordod.out" 2>/dev/null; do
   sleep 0.1
 done
 ADDR=$(sed -n 's/^DBUS_SESSION_BUS_ADDRESS=//p' "$tmp/ordod.out")
-echo "ordod serves dev.ordo.Bus on $ADDR"
+echo "ordod serves dev.ordo.Bus on $ADDR; the commands below use it:"
+show export DBUS_SESSION_BUS_ADDRESS="$ADDR"
 export DBUS_SESSION_BUS_ADDRESS="$ADDR"
 ctl() { "$BIN/ordoctl" "$@"; }
 
+# The watchers stop after --count notifications: one for each of the five
+# transactions below on doc.**, one for each of the four that change
+# doc.title (the first, the touch, the rm and the last).
 say "two watchers: a data contract on doc.** and a priority-1 contract on doc.title (JSON)"
-ctl watch 'doc.**' --count 4 >"$tmp/w1.out" 2>&1 &
+printf '$ %s >w1.out 2>&1 &\n' "$(quoted "$BIN/ordoctl" watch 'doc.**' --count 5)"
+ctl watch 'doc.**' --count 5 >"$tmp/w1.out" 2>&1 &
 W1=$!
-ctl watch doc.title --priority 1 --json --count 2 >"$tmp/w2.out" 2>&1 &
+printf '$ %s >w2.out 2>&1 &\n' "$(quoted "$BIN/ordoctl" watch doc.title --priority 1 --json --count 4)"
+ctl watch doc.title --priority 1 --json --count 4 >"$tmp/w2.out" 2>&1 &
 W2=$!
 i=0
 until [ "$(ctl contracts | wc -l)" -ge 2 ]; do
@@ -65,10 +87,9 @@ run "$BIN/ordoctl" stats
 for p in $W1 $W2; do
   i=0; while kill -0 "$p" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
 done
-say "what 'ordoctl watch doc.**' printed (one line per Notify)"
-cat "$tmp/w1.out"
-say "what 'ordoctl watch doc.title --priority 1 --json' printed"
-cat "$tmp/w2.out"
+say "what the watchers printed (one line per Notify)"
+run cat w1.out
+run cat w2.out
 W1= W2=
 
 say "stopping ordod (SIGTERM)"
@@ -83,6 +104,7 @@ cat "$tmp/ordod.log"
 # Durable state (SPEC §11): the model survives a restart.
 start_durable() {
   : >"$tmp/ordod.out"
+  printf '$ %s &\n' "$(quoted "$BIN/ordod" --private --log-level info --state "$tmp/state.ordo")"
   "$BIN/ordod" --private --log-level info --state "$tmp/state.ordo" >"$tmp/ordod.out" 2>"$tmp/ordod.log" &
   ORDOD_PID=$!
   i=0
@@ -94,6 +116,7 @@ start_durable() {
     sleep 0.1
   done
   DBUS_SESSION_BUS_ADDRESS=$(sed -n 's/^DBUS_SESSION_BUS_ADDRESS=//p' "$tmp/ordod.out")
+  show export DBUS_SESSION_BUS_ADDRESS="$DBUS_SESSION_BUS_ADDRESS"
   export DBUS_SESSION_BUS_ADDRESS
   grep 'state file' "$tmp/ordod.log" || true
 }
@@ -108,8 +131,9 @@ say "durable: ordod --state $tmp/state.ordo, three transactions, stop"
 start_durable
 run "$BIN/ordoctl" set doc.title=s:Kept doc.count=int64:7
 run "$BIN/ordoctl" set doc.count=8
+show "$BIN/ordoctl" set doc.ratio=d:0.25
 last=$("$BIN/ordoctl" set doc.ratio=d:0.25)
-echo "\$ $BIN/ordoctl set doc.ratio=d:0.25"; echo "$last"
+echo "$last"
 stop_durable
 echo "ordod stopped"
 

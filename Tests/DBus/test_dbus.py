@@ -140,7 +140,7 @@ class Basics(DBusTest):
         self.assertEqual(w.commit(remove=["doc.a", "nothing.**"]), 0)
 
     def test_remove_tree_of_a_value_less_keypath(self):
-        """SPEC §2 (issue 12): removeTree(k) of a k that holds no value does
+        """SPEC §2: removeTree(k) of a k that holds no value does
         not notify an exact reader of k; readers of the removed values (and
         of k.**) are notified with k as written."""
         w, r = self.env.peer(), self.env.peer()
@@ -696,6 +696,49 @@ class Ordoctl(DBusTest):
         p.register("alpha", ["a.*"], options={"priority": ("i", -1)})
         out = env.ordoctl("contracts").stdout
         self.assertRegex(out, r'^/dev/ordo/Bus/contract/\d+ name="alpha" kind=priority priority=-1 owner=:\S+ reads=\[a\.\*\]')
+
+
+class OrdoctlWithoutBus(unittest.TestCase):
+    """ordoctl checks its command and options before it connects: with no
+    bus to connect to, a usage error is still a usage error (status 2)."""
+
+    def ordoctl(self, *args):
+        env = {k: v for k, v in os.environ.items() if k not in ("DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS")}
+        return subprocess.run([ORDOCTL, *args], capture_output=True, text=True, timeout=20, env=env)
+
+    def test_unknown_command_lists_the_commands(self):
+        r = self.ordoctl("frobnicate")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn('unknown command "frobnicate"', r.stderr)
+        self.assertIn("commands:", r.stderr)
+        self.assertIn("watch PATTERN", r.stderr)
+        self.assertNotIn("bus", r.stderr.splitlines()[0])
+
+    def test_unknown_options_and_bad_arguments(self):
+        cases = [
+            (("--frob", "stats"), "unknown option --frob"),
+            (("stats", "--json"), "unknown stats option --json"),
+            (("contracts", "--all"), "unknown contracts option --all"),
+            (("get", "--json", "a"), "unknown get option --json"),
+            (("watch", "a", "--jsno"), "unknown watch option --jsno"),
+            (("watch", "a", "--initial", "--resume", "f"), "--initial and --resume do not go together"),
+            (("set", "--merge", "extra"), "no other arguments"),
+            (("set", "a"), '"a" is not KEY=VALUE'),
+            (("why",), "why needs one contract"),
+            (("why", "--x", "c"), "unknown why option --x"),
+            (("graph", "--dot"), "unknown graph argument --dot"),
+            (("trace", "--count", "0"), "--count needs a positive number"),
+            ((), "no command"),
+        ]
+        for args, message in cases:
+            r = self.ordoctl(*args)
+            self.assertEqual(r.returncode, 2, (args, r.stderr))
+            self.assertIn(message, r.stderr, args)
+
+    def test_a_good_command_line_then_fails_to_connect(self):
+        r = self.ordoctl("stats")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("dev.ordo.Error.Dbus", r.stderr)
 
 
 class Examples(DBusTest):

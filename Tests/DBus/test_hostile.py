@@ -1,4 +1,4 @@
-"""Hostile and crowded peers against ordod (issue 6): 100 peers at once,
+"""Hostile and crowded peers against ordod: 100 peers at once,
 peers killed with SIGKILL mid-registration and while their writer contract is
 awaited, floods of pipelined calls, and a peer that stops reading while
 thousands of Notify signals are addressed to it (ordod's memory measured).

@@ -340,9 +340,8 @@ func makeState(_ path: String, _ n: UInt64) throws {
   }
 
   /// A new state file has 1 KiB pages (a quarter of what each commit
-  /// writes to the WAL with SQLite's 4 KiB); a file created with 4 KiB
-  /// pages (by an older build) opens, loads and stores as before and
-  /// keeps its page size.
+  /// writes to the WAL with SQLite's 4 KiB); a file with 4 KiB pages
+  /// opens, loads and stores the same way and keeps its page size.
   @Test func newFilesHaveSmallPagesAndOthersStillOpen() throws {
     let dir = TempDir()
     defer { dir.remove() }

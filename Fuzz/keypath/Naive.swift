@@ -1,0 +1,1 @@
+../../Tests/OrdoDifferentialTests/Naive.swift
