@@ -75,25 +75,26 @@ extension Bus {
   // MARK: - Bridges: reloading a schema
 
   /// The stored values `schema` does not allow (an undeclared keypath, a
-  /// value of another type or outside its constraints), as one line each:
-  /// what a bridge lists before it refuses a state or a reload.
-  package func schemaViolations(_ schema: Schema) -> [String] {
+  /// value of another type or outside its constraints), by keypath, each
+  /// with the refusal's message: what a bridge lists before it refuses a
+  /// state or a reload, or removes on purpose.
+  package func schemaViolations(_ schema: Schema) -> [(keypath: String, problem: String)] {
     withGate { violations(of: schema) }
   }
 
   /// ``schemaViolations(_:)``. Lock held.
-  private func violations(of schema: Schema) -> [String] {
-    var out: [String] = []
+  private func violations(of schema: Schema) -> [(keypath: String, problem: String)] {
+    var out: [(keypath: String, problem: String)] = []
     store.root.forEachInSubtree { n in
       guard n !== store.root, let v = store.journal.committedValue(n) else { return }
       let segments = n.key.split(separator: ".").map(String.init)
       do throws(OrdoError) {
         try schema.check(v, at: n.key, declaration: try schema.resolve(n.key, segments))
       } catch {
-        out.append(error.message)
+        out.append((n.key, error.message))
       }
     }
-    return out.sorted()
+    return out.sorted { $0.keypath < $1.keypath }
   }
 
   /// Replaces the schema (a bridge's reload: `ordod`'s `SIGHUP`). Refused
@@ -111,7 +112,7 @@ extension Bus {
       }
       var problems: [String] = []
       if let schema {
-        problems = violations(of: schema)
+        problems = violations(of: schema).map(\.problem)
         for c in contractGraph.registry.live.sorted(by: { $0.key < $1.key }) {
           for (role, list) in [("read", c.reads), ("write", c.writes)] {
             for p in list {

@@ -32,13 +32,46 @@ let stopRequested = Atomic<Bool>(false)
 /// The `--policy` file SIGHUP reloads (nil: SIGHUP is ignored).
 let policyPath = Mutex<String?>(nil)
 
+/// The `--schema` file SIGHUP reloads (nil: no schema).
+let schemaPath = Mutex<String?>(nil)
+
+/// Reads a schema file (docs/schema.md); the error names the file.
+func readSchema(_ path: String) throws(OrdoError) -> Schema {
+  guard let f = fopen(path, "rb") else {
+    throw OrdoError(.schema, "cannot read the schema file \(path): \(String(cString: strerror(errno)))")
+  }
+  defer { fclose(f) }
+  var bytes: [UInt8] = []
+  var chunk = [UInt8](repeating: 0, count: 65536)
+  while true {
+    let n = fread(&chunk, 1, chunk.count, f)
+    bytes += chunk[0..<n]
+    if n < chunk.count { break }
+  }
+  if ferror(f) != 0 { throw OrdoError(.schema, "cannot read the schema file \(path): read error") }
+  do throws(OrdoError) { return try Schema(json: bytes) } catch { throw OrdoError(.schema, "\(path): \(error.message)") }
+}
+
+/// Reads the schema file again and puts it in force (SPEC §14): a file
+/// that does not validate, or a schema that would leave a registered
+/// contract or a stored value invalid, is refused with the list and the
+/// old schema stays.
+func reloadSchema() {
+  guard let path = schemaPath.withLock({ $0 }) else { return }
+  do {
+    let schema = try readSchema(path)
+    guard let service = serviceToStop.withLock({ $0 }) else { return }
+    try service.bus.replaceSchema(schema)
+    writeLine(2, "ordod: info: SIGHUP: reloaded the schema \(path) (\(schema.declarations.count) keypaths)")
+  } catch {
+    writeLine(2, "ordod: error: SIGHUP: schema refused, the old schema stays: \(error.message)")
+  }
+}
+
 /// Reads the policy file again and puts it in force; a file that does not
 /// parse is refused and the old policy stays (SPEC §12).
 func reloadPolicy() {
-  guard let path = policyPath.withLock({ $0 }) else {
-    writeLine(2, "ordod: info: SIGHUP: no --policy file to reload")
-    return
-  }
+  guard let path = policyPath.withLock({ $0 }) else { return }
   do {
     let p = try Policy(contentsOf: path)
     serviceToStop.withLock { $0?.setPolicy(p) }
@@ -71,6 +104,7 @@ func installSignalThread() {
       while sigwait(&set, &sig) != 0 {}
       if sig == SIGHUP {
         reloadPolicy()
+        reloadSchema()
         continue
       }
       stopRequested.store(true, ordering: .relaxed)

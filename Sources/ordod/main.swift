@@ -22,6 +22,11 @@ let usage = """
     --private                    start a private dbus-daemon even with a session bus
     --policy FILE                grant rights per uid/gid from FILE (docs/policy.md);
                                  SIGHUP reloads it
+    --schema FILE                enforce the model schema in FILE (docs/schema.md);
+                                 SIGHUP reloads it with the policy
+    --remove-invalid             with --state and --schema: remove the stored
+                                 values the schema does not allow, in one
+                                 transaction, instead of refusing to start
     --name NAME                  well-known name to own (default dev.ordo.Bus)
     --state PATH                 keep the model (values, counters, changed-at, the
                                  last transaction id, the epoch) in the state file
@@ -51,6 +56,8 @@ var address: String?
 var forcePrivate = false
 var systemBus = false
 var policyFile: String?
+var schemaFile: String?
+var removeInvalid = false
 var name = ordoDefaultName
 var level = LogLevel.info
 var limits = ServiceLimits()
@@ -74,6 +81,8 @@ while !args.isEmpty {
   case "--private": forcePrivate = true
   case "--system": systemBus = true
   case "--policy": policyFile = value(a, &args)
+  case "--schema": schemaFile = value(a, &args)
+  case "--remove-invalid": removeInvalid = true
   case "--name":
     name = value(a, &args)
     if let problem = busNameProblem(name) { fail("--name: \(problem)") }
@@ -114,6 +123,13 @@ if let policyFile {
 }
 
 if syncMode != nil && statePath == nil { fail("--sync needs --state PATH") }
+if removeInvalid && (statePath == nil || schemaFile == nil) { fail("--remove-invalid needs --state PATH and --schema FILE") }
+// A schema that does not validate stops ordod before it serves.
+var schema: Schema?
+if let schemaFile {
+  do { schema = try readSchema(schemaFile) } catch { fail("schema refused: \(error.message)", code: 1) }
+  schemaPath.withLock { $0 = schemaFile }
+}
 
 // The state file is opened (and the model restored) before anything
 // serves: a file that is locked, corrupt, of a future format or foreign
@@ -127,6 +143,28 @@ if let statePath {
   } catch {
     fail("refusing to start: \(error.message)", code: 1)
   }
+}
+// The restored state must obey the schema: ordod never drops data
+// silently; --remove-invalid removes the offending values on purpose.
+if let schema {
+  let invalid = bus.schemaViolations(schema)
+  if !invalid.isEmpty {
+    guard removeInvalid else {
+      durable?.close()
+      fail(
+        "refusing to start: \(invalid.count) stored value(s) of \(statePath ?? "the state") break the schema \(schemaFile ?? ""); "
+          + "start with --remove-invalid to remove them:\n" + invalid.map { "  \($0.problem)" }.joined(separator: "\n"), code: 1)
+    }
+    do {
+      try bus.transaction { () throws(OrdoError) in for v in invalid { try bus.remove(v.keypath) } }
+      try durable?.sync()
+    } catch {
+      durable?.close()
+      fail("refusing to start: removing the values the schema does not allow failed: \(error)", code: 1)
+    }
+    for v in invalid { writeLine(2, "ordod: warning: --remove-invalid: removed \(v.problem)") }
+  }
+  do { try bus.replaceSchema(schema) } catch { fail("refusing to start: \(error.message)", code: 1) }
 }
 
 installSignalThread()
