@@ -422,6 +422,19 @@ public final class OrdoClient {
     }
   }
 
+  /// The schema the service enforces (property `Schema`, SPEC §14), nil
+  /// when it has none.
+  public var schema: Schema? {
+    get throws(OrdoRemoteError) {
+      var v = try property("Schema", "s")
+      guard let text = try? v.string("Schema") else { throw Self.bad("Properties.Get(Schema)") }
+      if text.isEmpty { return nil }
+      do { return try Schema(json: text) } catch {
+        throw OrdoRemoteError(name: DBusErrorName.ordo(.schema), message: "the service's Schema property does not validate: \(error.message)")
+      }
+    }
+  }
+
   /// The last committed transaction id (property `Transaction`).
   public var transaction: UInt64 {
     get throws(OrdoRemoteError) {

@@ -15,6 +15,22 @@ import Ordo
 /// Without a known prefix: `true`/`false` are bools, an integer is an int64,
 /// a number with `.` or an exponent is a double, anything else a string.
 public enum ValueText {
+  /// Whether `text` starts with a type prefix ``parse(_:)`` knows
+  /// (`int64:5`): then its type does not depend on a schema.
+  public static func hasTypePrefix(_ text: String) -> Bool {
+    guard let colon = text.firstIndex(of: ":") else { return false }
+    return ["b", "bool", "x", "int64", "int", "d", "double", "s", "string", "ay", "bytes"].contains(String(text[..<colon]))
+  }
+
+  /// `text` read as a value of the type a schema declares for its keypath
+  /// (`ordoctl set playlist.total=5` with `playlist.total` an int64), or
+  /// as ``parse(_:)`` reads it when it has a type prefix or the keypath
+  /// declares no value type.
+  public static func parse(_ text: String, declared: Schema.ValueType?) throws(OrdoError) -> Value {
+    guard let declared, declared != .event, !hasTypePrefix(text) else { return try parse(text) }
+    return try parse(declared.rawValue + ":" + text)
+  }
+
   /// Parses a value.
   ///
   /// - Throws: ``OrdoError/Code/typeMismatch`` when the text does not fit

@@ -11,8 +11,10 @@ let usage = """
   usage: ordoctl [--address ADDR | --system] [--name NAME] [--timeout MS] COMMAND [ARGS…]
 
   commands:
-    get KEY…                       print values (one KEY: the value alone)
-    set KEY=VALUE…                 set values in one transaction; prints its id
+    get KEY…                       print values (one KEY: the value alone); a schema's
+                                   default is marked "(default)"
+    set KEY=VALUE…                 set values in one transaction; prints its id (with a
+                                   schema, a bare VALUE is read as the declared type)
     set --merge [--max-batch N]    read KEY=VALUE, touch KEY, rm KEY lines from stdin and
                                    write them as they come, merged: lines read while a
                                    Commit is in flight join the next one (at most N
@@ -41,6 +43,9 @@ let usage = """
                                    transaction that called it, or why it did not run in
                                    the last transaction
     stats                          the service's counters
+    schema [PATTERN…]              the service's schema as a tree: types, defaults,
+                                   constraints, descriptions (docs/schema.md)
+    schema --check FILE            validate a schema file (no bus needed)
 
   values: TYPE:TEXT with TYPE b|bool, x|int64|int, d|double, s|string, ay|bytes (hex),
   e.g. n=int64:5 title=s:Songs ratio=d:0.5 on=b:true raw=ay:00ff; without a known
@@ -164,9 +169,13 @@ case "get":
   guard !keys.isEmpty else { fail("get needs at least one keypath", code: 2) }
   action = { client in
     run { () throws(OrdoRemoteError) in
+      // A keypath whose value is its schema default is absent from a
+      // Snapshot, which holds stored values only.
+      let stored = try client.schema == nil ? nil : try client.snapshot(keys).values.map(\.0)
       for k in keys {
         let (v, _) = try client.get(k)
-        out(keys.count == 1 ? ValueText.format(v) : "\(k)=\(ValueText.format(v))")
+        let mark = stored.map { $0.contains(k) ? "" : " (default)" } ?? ""
+        out((keys.count == 1 ? ValueText.format(v) : "\(k)=\(ValueText.format(v))") + mark)
       }
     }
   }
@@ -184,16 +193,31 @@ case "set" where args.first == "--merge":
 case "set":
   let assignments = parseArguments(args, command: "set").operands
   guard !assignments.isEmpty else { fail("set needs KEY=VALUE arguments", code: 2) }
-  var sets: [(String, Value)] = []
+  var texts: [(key: String, text: String)] = []
   for a in assignments {
     guard let eq = a.firstIndex(of: "=") else { fail("\"\(a)\" is not KEY=VALUE", code: 2) }
-    do {
-      sets.append((String(a[..<eq]), try ValueText.parse(String(a[a.index(after: eq)...]))))
-    } catch {
-      fail("\(a): \(error.message)", code: 2)
+    let text = String(a[a.index(after: eq)...])
+    // A value with a type prefix is checked before connecting.
+    if ValueText.hasTypePrefix(text) {
+      do { _ = try ValueText.parse(text) } catch { fail("\(a): \(error.message)", code: 2) }
+    }
+    texts.append((String(a[..<eq]), text))
+  }
+  action = { [texts] client in
+    run { () throws(OrdoRemoteError) in
+      // With a schema, a bare value is read as its keypath's declared type.
+      let schema = texts.allSatisfy { ValueText.hasTypePrefix($0.text) } ? nil : try client.schema
+      var sets: [(String, Value)] = []
+      for (k, text) in texts {
+        do throws(OrdoError) {
+          sets.append((k, try ValueText.parse(text, declared: schema?.declaration(for: k)?.type)))
+        } catch {
+          fail("\(k)=\(text): \(error.message)", code: 2)
+        }
+      }
+      out(String(try client.commit(set: sets)))
     }
   }
-  action = { [sets] client in run { () throws(OrdoRemoteError) in out(String(try client.commit(set: sets))) } }
 
 case "touch":
   let keys = parseArguments(args, command: "touch").operands
@@ -346,6 +370,9 @@ case "stats":
       for (k, v) in try client.stats() { out("\(k)=\(v)") }
     }
   }
+
+case "schema":
+  action = SchemaCommand.make(args)
 
 default:
   fail("unknown command \"\(command)\"\n\(usage)", code: 2)

@@ -128,6 +128,39 @@ class SchemaTest(DBusTest):
         self.assertEqual(peer.get("playlist.rating"), ("x", 3, 0))
         self.assertEqual(peer.commit({"playlist.rating": ("x", 4)}), 2)
 
+    def test_ordoctl(self):
+        tree = self.env.ordoctl("schema").stdout.splitlines()
+        self.assertIn("playlist", tree)
+        self.assertIn('  mode  string default="list" choices="list","grid"', tree)
+        self.assertIn("      duration  int64 default=0 min=0 # a track's length in seconds", tree)
+        self.assertIn("  refresh  event # asks every view to redraw", tree)
+        only = self.env.ordoctl("schema", "playlist.tracks.**").stdout.splitlines()
+        self.assertEqual(only[:3], ["playlist", "  tracks", "    *"])
+        self.assertNotIn("ui", only)
+        # A bare value is read as the declared type.
+        self.assertEqual(self.env.ordoctl("set", "playlist.total=5", "playlist.title=42", "playlist.mode=grid").stdout, "1\n")
+        peer = self.env.peer()
+        self.assertEqual(peer.get("playlist.total"), ("x", 5, 1))
+        self.assertEqual(peer.get("playlist.title"), ("s", "42", 1))
+        r = self.env.ordoctl("set", "playlist.total=many", check=False)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn('"many" is not an int64', r.stderr)
+        r = self.env.ordoctl("set", "playlist.totl=5", check=False)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn('dev.ordo.Error.Schema: keypath "playlist.totl" is not declared', r.stderr)
+        # get marks defaults.
+        self.assertEqual(self.env.ordoctl("get", "playlist.total", "playlist.selection").stdout,
+                         'playlist.total=int64:5\nplaylist.selection=string: (default)\n')
+        # schema --check needs no bus.
+        r = subprocess.run([harness.ORDOCTL, "schema", "--check", SCHEMA], capture_output=True, text=True, timeout=20)
+        self.assertEqual((r.returncode, r.stdout), (0, SCHEMA + ": a valid schema of 8 keypath(s)\n"))
+        bad = os.path.join(self.env.dir, "bad.json")
+        with open(bad, "w") as f:
+            f.write('{"ordo-schema": 1, "keys": {"a": {"type": "int64", "min": 3, "max": 1}}}')
+        r = subprocess.run([harness.ORDOCTL, "schema", "--check", bad], capture_output=True, text=True, timeout=20)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn('schema entry "a": min 3 is greater than max 1', r.stderr)
+
     def sighup(self, expect):
         before = len(self.env.log())
         self.env.ordod.send_signal(signal.SIGHUP)
