@@ -1,5 +1,6 @@
 """SPEC §14 through the ctypes binding: ordo.Bus(schema=...)."""
 import json
+import os
 
 import pytest
 
@@ -50,3 +51,26 @@ def test_enforced_with_defaults(library):
         assert bus.get("playlist.mode") == "grid"
         assert bus.is_stored("playlist.mode")
         assert bus.counter("playlist.titel") == 0
+
+
+def test_client_over_a_schema(env):
+    """The D-Bus client against ordod --schema: the Schema property, refusals
+    as ordo.Schema / ordo.TypeMismatch, and Get's defaults."""
+    from conftest import ORDOD  # noqa: F401  (the binaries the env uses)
+    path = os.path.join(env.dir, "schema.json")
+    with open(path, "w") as f:
+        json.dump(SCHEMA, f)
+    env.stop_ordod()
+    env.start_ordod(["--schema", path])
+    with ordo.Client(env.address, timeout=10) as c:
+        assert json.loads(c.schema)["keys"]["playlist.mode"]["default"] == "list"
+        assert c.get("playlist.mode").value == "list"
+        with pytest.raises(ordo.Schema, match='did you mean "playlist.title"'):
+            c.commit(set={"playlist.titel": "x"})
+        with pytest.raises(ordo.TypeMismatch):
+            c.commit(set={"playlist.mode": 3})
+        assert c.commit(set={"playlist.mode": "grid"}) == 1
+    env.stop_ordod()
+    env.start_ordod([])
+    with ordo.Client(env.address, timeout=10) as c:
+        assert c.schema is None

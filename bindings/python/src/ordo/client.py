@@ -712,6 +712,13 @@ class Client:
                 return None
             raise
 
+    @property
+    def schema(self) -> Optional[str]:
+        """The schema the service enforces (SPEC §14, docs/schema.md), as its
+        canonical JSON text; None when it has none."""
+        text = self.get_property("Schema")
+        return text or None
+
     def contracts(self) -> List[Dict[str, Any]]:
         """One dict per contract, in pass order (plain values, no variants)."""
         return [_plain(d) for d in self.call("Contracts")[0]]
