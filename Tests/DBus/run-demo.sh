@@ -4,6 +4,7 @@
 # printed, and stops everything. Usage: Tests/DBus/run-demo.sh BIN_DIR
 set -eu
 BIN=${1:?usage: run-demo.sh BIN_DIR}
+SCHEMA=$(cd "$(dirname "$0")/../.." && pwd)/examples/schema/playlist.json
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ordo-run.XXXXXX")
 cd "$tmp"
 ORDOD_PID= W1= W2=
@@ -101,11 +102,11 @@ echo "ordod exited with status $rc; its log:"
 cat "$tmp/ordod.log"
 [ "$rc" -eq 0 ]
 
-# Durable state (SPEC §11): the model survives a restart.
-start_durable() {
+# An ordod of its own, on a private bus, with these options.
+start_private() {
   : >"$tmp/ordod.out"
-  printf '$ %s &\n' "$(quoted "$BIN/ordod" --private --log-level info --state "$tmp/state.ordo")"
-  "$BIN/ordod" --private --log-level info --state "$tmp/state.ordo" >"$tmp/ordod.out" 2>"$tmp/ordod.log" &
+  printf '$ %s &\n' "$(quoted "$BIN/ordod" --private --log-level info "$@")"
+  "$BIN/ordod" --private --log-level info "$@" >"$tmp/ordod.out" 2>"$tmp/ordod.log" &
   ORDOD_PID=$!
   i=0
   until grep -q '^DBUS_SESSION_BUS_ADDRESS=' "$tmp/ordod.out" 2>/dev/null; do
@@ -118,6 +119,10 @@ start_durable() {
   DBUS_SESSION_BUS_ADDRESS=$(sed -n 's/^DBUS_SESSION_BUS_ADDRESS=//p' "$tmp/ordod.out")
   show export DBUS_SESSION_BUS_ADDRESS="$DBUS_SESSION_BUS_ADDRESS"
   export DBUS_SESSION_BUS_ADDRESS
+}
+# Durable state (SPEC §11): the model survives a restart.
+start_durable() {
+  start_private --state "$tmp/state.ordo"
   grep 'state file' "$tmp/ordod.log" || true
 }
 stop_durable() {
@@ -150,3 +155,18 @@ echo "last transaction before the restart: $last; after: $now"
 [ "$("$BIN/ordoctl" get doc.count)" = "int64:8" ] || { echo "doc.count did not survive the restart"; exit 1; }
 stop_durable
 echo "the model survived the restart"
+
+# A schema (SPEC §14, docs/schema.md): the model's keypaths, types,
+# defaults and constraints, enforced on every call.
+say "a schema: ordod --schema $SCHEMA"
+start_private --schema "$SCHEMA"
+run "$BIN/ordoctl" schema 'playlist.*'
+run "$BIN/ordoctl" get playlist.mode
+show "$BIN/ordoctl" set playlist.titel=Songs
+! "$BIN/ordoctl" set playlist.titel=Songs || { echo "a misspelt keypath was accepted"; exit 1; }
+show "$BIN/ordoctl" set playlist.total=-5
+! "$BIN/ordoctl" set playlist.total=-5 || { echo "a value below min was accepted"; exit 1; }
+run "$BIN/ordoctl" set playlist.title=Songs playlist.total=448 playlist.mode=grid
+run "$BIN/ordoctl" get playlist.title playlist.total playlist.mode playlist.selection
+stop_durable
+echo "the schema refused the typo (with its suggestion) and the negative total, and read the defaults"
