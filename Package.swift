@@ -51,5 +51,6 @@ if ProcessInfo.processInfo.environment["ORDO_FUZZ"] != nil {
     .executableTarget(name: "fuzz-keypath", dependencies: ["Ordo", "CLibFuzzer"], path: "Fuzz/keypath"),
     .executableTarget(name: "fuzz-scenario", dependencies: ["OrdoConformance", "CLibFuzzer"], path: "Fuzz/scenario"),
     .executableTarget(name: "fuzz-dbus", dependencies: ["OrdoDBus", "Ordo", "CDBus", "CLibFuzzer"], path: "Fuzz/dbus"),
+    .executableTarget(name: "fuzz-schema", dependencies: ["Ordo", "CLibFuzzer"], path: "Fuzz/schema"),
   ]
 }

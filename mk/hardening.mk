@@ -27,7 +27,7 @@ STRESS_TRANSACTIONS ?= 100000
 # Differential sequences per `swift test` run under TSan (it is ~10x slower).
 TSAN_DIFF_SEQUENCES ?= 30
 
-FUZZ_TARGETS := keypath scenario dbus
+FUZZ_TARGETS := keypath scenario dbus schema
 # The fuzz targets are SwiftPM executables (Package.swift, declared when
 # ORDO_FUZZ is set), built in release with libFuzzer and AddressSanitizer in
 # their own scratch path; -enable-testing lets the D-Bus target reach the
