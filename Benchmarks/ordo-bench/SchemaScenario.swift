@@ -33,7 +33,66 @@ func runSchema(_ s: Settings) throws -> [BenchResult] {
     r.met = ratio <= limit
     rows.append(r)
   }
+  rows += try scale(s)
   rows.append(try registration(s))
+  return rows
+}
+
+/// The scale workload with and without a schema: 100 000 keypaths, each
+/// read by one contract; a commit writes 10 keypaths spread over the
+/// store (through handles, typed properties and strings), so that each
+/// write reaches a node state out of cache, where the schema's rule byte
+/// lives.
+private func scale(_ s: Settings) throws -> [BenchResult] {
+  let n = 100_000
+  let schema = try Schema(json: #"{"ordo-schema": 1, "keys": {"model.*.value": {"type": "int64"}}}"#)
+  let keys = (0..<n).map { "model.item\($0).value" }
+  final class Spread {
+    let bus: Bus
+    let handles: [Handle]
+    let properties: [Property<Int64>]
+    let sink = Sink()
+    var rng = SplitMix(state: 7)
+    var value: Int64 = 0
+    init(_ bus: Bus, _ keys: [String]) throws {
+      self.bus = bus
+      let sink = self.sink
+      for (i, k) in keys.enumerated() { try bus.register(name: "c\(i)", reads: [k]) { _ in sink.calls &+= 1 } }
+      try bus.transaction { for k in keys { try bus.set(k, .int64(-1)) } }
+      handles = try keys.map { try bus.resolve($0) }
+      properties = try handles.map { try bus.property($0, as: Int64.self) }
+    }
+    func run(_ ops: Int, _ write: (Int) throws -> Void) throws -> UInt64 {
+      let t0 = nowNS()
+      for _ in 0..<ops {
+        value &+= 1
+        bus.begin()
+        for _ in 0..<10 { try write(Int(rng.next() % UInt64(handles.count))) }
+        try bus.commit()
+      }
+      return nowNS() - t0
+    }
+  }
+  progress("schema: \(n) keypaths and contracts, with and without a schema")
+  let plain = try Spread(Bus(), keys)
+  let checked = try Spread(Bus(schema: schema), keys)
+  var variants: [Variant] = []
+  for (name, spread) in [("", plain), ("schema-", checked)] {
+    variants.append(Variant("\(name)handles") { ops in try spread.run(ops) { i in try spread.bus.set(spread.handles[i], .int64(spread.value)) } })
+    variants.append(Variant("\(name)typed") { ops in try spread.run(ops) { i in try spread.properties[i].set(spread.value) } })
+    variants.append(Variant("\(name)strings") { ops in try spread.run(ops) { i in try spread.bus.set(keys[i], .int64(spread.value)) } })
+  }
+  let m = try measure(variants, s)
+  var rows: [BenchResult] = []
+  for (path, limit) in [("strings", 1.1), ("handles", 1.02), ("typed", 1.02)] {
+    var r = BenchResult(
+      scenario: "schema-scale-\(n)-\(path)", metric: "ns_per_commit", ordo: m["schema-\(path)"], target: "vs no schema <= \(limit)", met: nil)
+    r.comparators = [("no schema", m[path])]
+    let ratio = m.ratio("schema-\(path)", path)
+    r.ratios = [("vs no schema", ratio)]
+    r.met = ratio <= limit
+    rows.append(r)
+  }
   return rows
 }
 

@@ -46,3 +46,16 @@ def test_devtools_example(env):
                         "because doc.title/doc.text/doc.words/ui.status")
     assert lines[1].startswith("txn 2: word-count called because doc.text wrote doc.words, status-line called")
     assert "status: Songs: 4 words" in lines
+
+
+def test_schema_example(library):
+    e = dict(os.environ, ORDO_LIBRARY=library)
+    r = subprocess.run([sys.executable, os.path.join(EXAMPLES, "ordo_schema.py")], capture_output=True, text=True,
+                       timeout=60, env=e)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.splitlines()
+    assert out[0] == "mode before any write: list (stored: False)"
+    assert out[1:3] == ["header: Songs, 448 s (txn 1)", "header: Songs, 518 s (txn 2)"]
+    assert 'refused: keypath "playlist.titel" is not declared in the schema; did you mean "playlist.title"?' in out
+    assert ('refused: keypath "playlist.tracks.t1.duration": the value -5 is below min 0 in the schema '
+            '(declared as "playlist.tracks.*.duration")') in out
