@@ -1,3 +1,5 @@
+import Synchronization
+
 /// How the Swift API's values that must not keep a bus alive — typed
 /// properties (``Property``), callback contexts (``ContractContext``),
 /// scopes (``KeypathScope``), observer streams (``ChangeStream``) — name
@@ -5,20 +7,22 @@
 /// A use after the bus is gone finds the link empty and throws
 /// ``OrdoError/Code/invalidArgument`` instead of touching freed memory.
 ///
-/// The bus is named without a reference count (no atomic operation per
-/// use, see `docs/swift.md`), so the rule is the one of any object used
-/// through an unowned reference: releasing the last reference to a bus on
-/// one thread while another thread uses one of its properties is a data
-/// race in the program. From the bus's own thread (or after every other
-/// thread is done with it) a property of a released bus throws.
+/// The bus is named without a reference count (no read-modify-write per
+/// use, see `docs/swift.md`), by an atomic word the bus's `deinit` clears
+/// with a release store and every use reads with an acquire load: a use
+/// that reads the cleared word throws, on any thread. A use that is under
+/// way while the last reference goes keeps the rule of any object used
+/// through an unowned reference: the program must not release a bus
+/// while another thread is inside one of its properties' calls.
 ///
 /// The link also keeps the bus's end-of-pass hooks and the owners of its
 /// owner-bound contracts (guarded by the bus's lock).
 @usableFromInline
 final class BusLink: @unchecked Sendable {
-  // Set in the bus's init, cleared in its deinit; read without a lock
-  // (see above).
-  private var ref: Unmanaged<Bus>?
+  /// The bus's address, 0 once it is gone: set in the bus's init, cleared
+  /// in its deinit, read without a lock (see above).
+  /// Unretained: docs/reliability.md, "Unretained references", row "the bus a link names".
+  private let address = Atomic<UInt>(0)
   /// Hooks that run once when the next pass ends. Bus lock held.
   var endOfPass: [@Sendable () -> Void] = []
   /// The contracts bound to an owner, with a weak reference to it. Bus
@@ -34,7 +38,7 @@ final class BusLink: @unchecked Sendable {
   init() {}
 
   func attach(_ bus: Bus) {
-    ref = .passUnretained(bus)
+    address.store(UInt(bitPattern: Unmanaged.passUnretained(bus).toOpaque()), ordering: .releasing)
   }
 
   /// Called first in the bus's deinit, while its store still holds its
@@ -48,7 +52,7 @@ final class BusLink: @unchecked Sendable {
         bus.store.root.forEachInSubtree { n in if n.ref.state.pointee.pinned { keptNodes.append(n) } }
       }
     }
-    ref = nil
+    address.store(0, ordering: .releasing)
     // Hooks of a bus that is gone never run; they may capture properties
     // (which hold the link): release them now rather than with the link.
     endOfPass = []
@@ -56,6 +60,12 @@ final class BusLink: @unchecked Sendable {
 
   /// The bus as a strong reference, nil when it was deallocated.
   var bus: Bus? { ref?.takeUnretainedValue() }
+
+  /// The bus, unretained, nil once it is gone.
+  @inline(__always)
+  private var ref: Unmanaged<Bus>? {
+    UnsafeRawPointer(bitPattern: address.load(ordering: .acquiring)).map { Unmanaged<Bus>.fromOpaque($0) }
+  }
 
   /// Runs `body` with the bus borrowed (no retain, no release); throws
   /// ``OrdoError/Code/invalidArgument`` naming `what` when the bus is gone.
@@ -130,8 +140,6 @@ extension Bus {
   /// refresh", for work that must see every contract's result: a layout
   /// pass, a redraw request, an undo-group boundary.
   public func atEndOfPass(_ hook: @escaping @Sendable () -> Void) {
-    lockGate()
-    link.endOfPass.append(hook)
-    gate.lock.unlock()
+    withGate { link.endOfPass.append(hook) }
   }
 }

@@ -83,6 +83,7 @@ public struct ChangedKeypaths: RandomAccessCollection, Hashable, @unchecked Send
   // and tests the other, where replacing an enum case calls its outlined
   // destroy (8 instructions more per call). At most one is set.
   /// The single keypath's node, or nil.
+  /// Unretained: docs/reliability.md, "Unretained references", row "a notification's single changed keypath".
   private var node: NodeRef?
   /// Several keypaths (or a single one not named by its node), or nil.
   private var list: [String]?

@@ -3,13 +3,16 @@
 /// (order conflicts, cycles), and dependency levels. It answers the pass's
 /// one question — which contracts does a write to this keypath affect — from
 /// a cache on the key node, rebuilt after every registration change.
+///
+/// Guarded by the bus's lock, so exclusivity is unchecked: its
+/// `@exclusivity(unchecked)` fields skip the dynamic check (the cost of
+/// each is measured beside it).
 final class ContractGraph {
   let store: Store
   // The fields a pass reads or empties once each (per pass, not per
   // change) are exclusivity-unchecked: each dynamic check costs about 75
   // instructions, 7 a pass, which is 7 % of a commit of 10 changes
-  // (`ordo-bench --profile commit-handles:100000`, callgrind). Only
-  // touched with the bus's lock held.
+  // (`ordo-bench --profile commit-handles:100000`, callgrind).
   @exclusivity(unchecked) private(set) var registry = Registry()
   private var byName = UnretainedTable<ContractState>()
   private(set) var readIndex = PatternIndex()
@@ -90,7 +93,7 @@ final class ContractGraph {
   func forEachReader(affectedBy t: Target, _ body: (ContractRef) -> Void) {
     switch t {
     case .node(let n): readers(n).forEach(body)
-    case .new(_, _, let ids): readIndex.forEachReader(affectedBy: ids) { body($0.hot) }
+    case .new(_, _, let ids): readIndex.forEachReader(affectedBy: ids) { body($0.passState) }
     }
   }
 
@@ -300,7 +303,7 @@ final class ContractGraph {
     propagateLevels(seeds, inPass: deferLevels)
     // Kept while the running pass may still pop it, or while its own call
     // (or a bridge waiting in it) runs.
-    return registry.remove(c, keep: inPass || c.hot.pointee.running)
+    return registry.remove(c, keep: inPass || c.passState.pointee.running)
   }
 
   /// The contracts retired during the pass that ended (or the initial call

@@ -37,6 +37,7 @@ struct ContractPassState: ~Copyable {
   /// registry lets an unregistered contract go at once, or when the pass or
   /// its own call that names it ends (see ``Registry``); nothing else
   /// retains a contract.
+  /// Unretained: docs/reliability.md, "Unretained references", row "a contract's callback, called borrowed".
   let callback: ContractCallback
 
   /// Calls the callback in place. The state is noncopyable and the call
@@ -82,6 +83,7 @@ struct ContractPassState: ~Copyable {
 /// slab (``ContractSlab/moreTriggers``). Not retained: the
 /// store keeps its nodes through the pass, and a contract's triggers are
 /// cleared before it is scheduled again, unread.
+/// Unretained: docs/reliability.md, "Unretained references", row "a contract's first trigger".
 struct TriggerWord {
   private var bits: UInt = 0
 
@@ -251,7 +253,7 @@ struct PackedContractRef {
   var ref: ContractRef { ContractRef(bits.toOpaque().assumingMemoryBound(to: ContractPassState.self)) }
 }
 
-/// The dense table of a graph's contract states (``LineRooms`` with a
+/// The dense table of a graph's contract states (``StatePages`` with a
 /// 512-byte header per page): the header holds the slab (unretained) and
 /// the owner of each of the page's 56 states, so a state finds its owner
 /// and its slab from its own address. States are handed out in the order
@@ -259,12 +261,13 @@ struct PackedContractRef {
 /// use retains the slab, so the slab goes with its last contract (a
 /// contract can be released without the bus's lock, after its graph);
 /// hence also the mutex.
+/// Unretained: docs/reliability.md, "Unretained references", row "the table of contract states".
 final class ContractSlab: @unchecked Sendable {
   static let headerSize = 512
   /// States per page.
-  static let perPage = (LineRooms.pageSize - headerSize) / LineRooms.lineSize
+  static let perPage = (StatePages.pageSize - headerSize) / StatePages.lineSize
 
-  private let table = Mutex(LineRooms(headerSize: ContractSlab.headerSize))
+  private let table = Mutex(StatePages(headerSize: ContractSlab.headerSize))
 
   /// The triggers after the first of the contracts a running pass has
   /// more than one for, by state address (see ``TriggerWord``). Touched
@@ -275,7 +278,7 @@ final class ContractSlab: @unchecked Sendable {
   var rooms: Int { table.withLock { $0.made } }
 
   init() {
-    precondition(MemoryLayout<ContractPassState>.stride == LineRooms.lineSize, "a contract's pass state takes one cache line")
+    precondition(MemoryLayout<ContractPassState>.stride == StatePages.lineSize, "a contract's pass state takes one cache line")
     precondition(ContractPassState.callbackContextOffsetHolds, "a contract's pass state holds its callback's context where the pass reads it")
     precondition(8 + 8 * ContractSlab.perPage <= ContractSlab.headerSize, "a page's header names its slab and every state's owner")
   }
@@ -287,21 +290,22 @@ final class ContractSlab: @unchecked Sendable {
 
   /// The byte offset of a state's owner entry in its page's header.
   @inline(__always)
+  /// Unretained: docs/reliability.md, "Unretained references", row "a contract state's owner".
   private static func ownerOffset(of s: UnsafeRawPointer) -> Int {
-    8 + 8 * LineRooms.index(of: s, headerSize: headerSize)
+    8 + 8 * StatePages.index(of: s, headerSize: headerSize)
   }
 
   /// The slab that holds a state.
   @inline(__always)
   static func slab(of s: UnsafeMutablePointer<ContractPassState>) -> Unmanaged<ContractSlab> {
-    UnsafeRawPointer(LineRooms.header(of: s, headerSize: headerSize)).load(as: Unmanaged<ContractSlab>.self)
+    UnsafeRawPointer(StatePages.header(of: s, headerSize: headerSize)).load(as: Unmanaged<ContractSlab>.self)
   }
 
   /// The contract that owns a state in use (trapping, in debug builds, on
   /// a released one).
   @inline(__always)
   static func owner(of s: UnsafeMutablePointer<ContractPassState>) -> Unmanaged<ContractState> {
-    let owner = UnsafeRawPointer(LineRooms.header(of: s, headerSize: headerSize)).load(fromByteOffset: ownerOffset(of: s), as: Unmanaged<ContractState>?.self)
+    let owner = UnsafeRawPointer(StatePages.header(of: s, headerSize: headerSize)).load(fromByteOffset: ownerOffset(of: s), as: Unmanaged<ContractState>?.self)
     #if DEBUG
     precondition(owner != nil, "Ordo: a contract's pass state was used after its contract was released")
     #endif
@@ -321,7 +325,7 @@ final class ContractSlab: @unchecked Sendable {
 
   /// Records the contract that owns a state (not retained: it owns the state).
   func adopt(_ r: ContractRef, owner: Unmanaged<ContractState>) {
-    LineRooms.header(of: r.state, headerSize: ContractSlab.headerSize)
+    StatePages.header(of: r.state, headerSize: ContractSlab.headerSize)
       .storeBytes(of: owner, toByteOffset: ContractSlab.ownerOffset(of: r.state), as: Unmanaged<ContractState>?.self)
   }
 
@@ -335,7 +339,7 @@ final class ContractSlab: @unchecked Sendable {
     // bus's lock may not be held).
     assert(s.pointee.triggers.isEmpty, "a contract was released with the triggers of a pass")
     s.deinitialize(count: 1)
-    LineRooms.header(of: s, headerSize: headerSize).storeBytes(of: nil, toByteOffset: ownerOffset(of: s), as: Unmanaged<ContractState>?.self)
+    StatePages.header(of: s, headerSize: headerSize).storeBytes(of: nil, toByteOffset: ownerOffset(of: s), as: Unmanaged<ContractState>?.self)
     let room = UInt(bitPattern: s)
     slab._withUnsafeGuaranteedRef { $0.table.withLock { $0.give(room) } }
     slab.release()

@@ -1,13 +1,13 @@
 /// Internal state of a registered contract. What a pass touches is in its
 /// ``ContractPassState``, a line of the graph's ``ContractSlab`` that this
-/// object owns (``hot``); the object keeps the cold rest: 56 bytes with
+/// object owns (``passState``); the object keeps the cold rest: 56 bytes with
 /// its header, one 64-byte block of malloc's. (Rarer still: a failing
 /// contract's count of failures is in the graph, ``ContractGraph/failures``,
 /// and the triggers after the first of a pass in the slab, beside the
 /// states.)
 final class ContractState {
   /// Its pass state (see ``ContractRef``).
-  let hot: ContractRef
+  let passState: ContractRef
   // Statistics, cold.
   /// Bit i: read pattern i was read through (patterns beyond 32 are not tracked).
   var usedReads: UInt32 = 0
@@ -24,19 +24,19 @@ final class ContractState {
     patterns = PatternStore(reads: reads, writes: writes)
     let kind: ContractKind = reads.isEmpty ? .everyTransaction : (priority == nil ? .data : .priority)
     // The owner entry is written once `self` exists, below.
-    hot = ContractRef(slab.allocate(ContractPassState(id: id, kind: kind, rank: kind == .priority ? priority! : 0, callback: callback)))
-    slab.adopt(hot, owner: Unmanaged.passUnretained(self))
+    passState = ContractRef(slab.allocate(ContractPassState(id: id, kind: kind, rank: kind == .priority ? priority! : 0, callback: callback)))
+    slab.adopt(passState, owner: Unmanaged.passUnretained(self))
   }
 
-  deinit { ContractSlab.release(hot.state) }
+  deinit { ContractSlab.release(passState.state) }
 
-  var id: ContractID { hot.pointee.id }
-  var kind: ContractKind { hot.pointee.kind }
-  var key: OrderKey { hot.key }
+  var id: ContractID { passState.pointee.id }
+  var kind: ContractKind { passState.pointee.kind }
+  var key: OrderKey { passState.key }
 
   var registered: Bool {
-    get { hot.pointee.registered }
-    set { hot.pointee.registered = newValue }
+    get { passState.pointee.registered }
+    set { passState.pointee.registered = newValue }
   }
 
   var isData: Bool { kind == .data }
@@ -48,19 +48,19 @@ final class ContractState {
   var writes: PatternList { patterns.writes }
 
   /// The priority of a priority contract.
-  var priority: Int32? { kind == .priority ? hot.pointee.rank : nil }
+  var priority: Int32? { kind == .priority ? passState.pointee.rank : nil }
 
   /// The dependency level of a data contract (0 for the others).
   var level: Int {
-    get { kind == .data ? Int(hot.pointee.rank) : 0 }
-    set { if kind == .data { hot.pointee.rank = Int32(clamping: newValue) } }
+    get { kind == .data ? Int(passState.pointee.rank) : 0 }
+    set { if kind == .data { passState.pointee.rank = Int32(clamping: newValue) } }
   }
 
   static func bit(_ i: Int) -> UInt32 { i < 32 ? 1 << UInt32(i) : 0 }
 
   /// Forgets the pass's triggers.
   @inline(__always)
-  func clearTriggers() { hot.clearTriggers() }
+  func clearTriggers() { passState.clearTriggers() }
 }
 
 /// A contract's place in the pass order: phase and rank (priority or level,

@@ -31,6 +31,7 @@ public struct Handle: @unchecked Sendable, Hashable, CustomStringConvertible {
   // mutable state is only touched with its bus's lock held; its key and
   // ids never change.
   let link: BusLink
+  /// Unretained: docs/reliability.md, "Unretained references", row "a handle's node".
   let ref: NodeRef
 
   init(node: KeyNode, link: BusLink) {
@@ -60,12 +61,12 @@ extension Bus {
   /// - Throws: ``OrdoError/Code/invalidKeypath`` for a malformed keypath
   ///   (patterns are not keypaths).
   public func resolve(_ keypath: String) throws(OrdoError) -> Handle {
-    lockGate()
-    defer { gate.lock.unlock() }
-    let node = try store.pin(keypath)
-    // From now on the link keeps the pinned nodes when the bus goes.
-    link.keepsPinned = true
-    return Handle(node: node, link: link)
+    try withGate { () throws(OrdoError) in
+      let node = try store.pin(keypath)
+      // From now on the link keeps the pinned nodes when the bus goes.
+      link.keepsPinned = true
+      return Handle(node: node, link: link)
+    }
   }
 
   /// The handle's node (by its state), if the handle belongs to this bus
@@ -91,25 +92,19 @@ extension Bus {
   /// Marks the handle's keypath changed without a value. Throws like
   /// ``set(_:_:)-(Handle,_)``.
   public func touch(_ handle: Handle) throws(OrdoError) {
-    lockGate()
-    defer { gate.lock.unlock() }
-    try write(.node(ref(handle)), .touch)
+    try withGate { () throws(OrdoError) in try write(.node(ref(handle)), .touch) }
   }
 
   /// Removes the value of the handle's keypath. Throws like
   /// ``set(_:_:)-(Handle,_)``.
   public func remove(_ handle: Handle) throws(OrdoError) {
-    lockGate()
-    defer { gate.lock.unlock() }
-    try write(.node(ref(handle)), .remove)
+    try withGate { () throws(OrdoError) in try write(.node(ref(handle)), .remove) }
   }
 
   /// Removes the values of the handle's keypath and its descendants. Throws
   /// like ``removeTree(_:)``.
   public func removeTree(_ handle: Handle) throws(OrdoError) {
-    lockGate()
-    defer { gate.lock.unlock() }
-    try write(.node(ref(handle)), .removeTree)
+    try withGate { () throws(OrdoError) in try write(.node(ref(handle)), .removeTree) }
   }
 
   /// The value of the handle's keypath, or nil. Read like ``value(_:)``.
@@ -119,10 +114,10 @@ extension Bus {
 
   /// The value of a resolved node of this bus, or nil.
   func value(node: NodeRef) throws(OrdoError) -> Value? {
-    lockGate()
-    defer { gate.lock.unlock() }
-    let n = try readable(node.node)
-    return store.value(n, own: gate.isOwner)
+    try withGate { () throws(OrdoError) in
+      let n = try readable(node.node)
+      return store.value(n, own: gate.isOwner)
+    }
   }
 
   /// The value of the handle's keypath. Throws
@@ -140,19 +135,15 @@ extension Bus {
 
   /// The counter of a resolved node of this bus.
   func counter(node: NodeRef) throws(OrdoError) -> UInt64 {
-    lockGate()
-    defer { gate.lock.unlock() }
-    return try readable(node.node).counter
+    try withGate { () throws(OrdoError) in try readable(node.node).counter }
   }
 
   /// Resolves `keypath` (``resolve(_:)``) into the handle's one-word form,
   /// with its keypath as a C string made now.
   package func resolveAddress(_ keypath: String) throws(OrdoError) -> HandleAddress {
     let h = try resolve(keypath)
-    lockGate()
-    defer { gate.lock.unlock() }
     // Made under the lock, as a pass makes it; from now on only read.
-    _ = h.ref.cKey
+    withGate { _ = h.ref.cKey }
     return HandleAddress(h.ref)
   }
 
@@ -169,7 +160,7 @@ extension Bus {
 /// state. The state's block names its slab and the slab its bus's link
 /// (``NodeSlab/slab(of:)``), so the word leads back to its bus with no
 /// lookup and no object of its own: a write through it touches the state's
-/// line and its block's anchor line (shared by the block's 4 032 states;
+/// line and its block's anchor line (shared by the block's 4 095 states;
 /// it was the page's header, shared by 63, until the writes were held
 /// back and it became the one miss a C write waited for). An
 /// object per handle cost a C write at 100 000 keypaths one more cache
@@ -179,6 +170,7 @@ extension Bus {
 /// a use after that is the bridge's caller's bug, as a freed pointer is.
 /// Every operation goes through the bus's one write path or its reads, and
 /// obeys every rule as ``Handle`` does.
+/// Unretained: docs/reliability.md, "Unretained references", row "a C handle".
 package struct HandleAddress: Equatable {
   /// The address, as the bridge hands it out.
   package let raw: UnsafeRawPointer

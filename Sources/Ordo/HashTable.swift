@@ -136,6 +136,7 @@ extension ContractState: TableEntry {
 /// nodes for the keypath table (a node leaves the table when it leaves the
 /// tree), the registry for the contract-by-name table (a contract leaves the
 /// table when it is unregistered, before the registry may let it go).
+/// Unretained: docs/reliability.md, "Unretained references", row "the keypath table's slots" and "the contract-name table's slots".
 struct UnretainedTable<T: TableEntry> {
   private var slots: [UInt] = []
   /// 64 - log2(slots).

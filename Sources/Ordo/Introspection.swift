@@ -3,16 +3,16 @@
 extension Bus {
   /// Every registered contract, in pass order.
   public func contracts() -> [ContractInfo] {
-    lockGate()
-    defer { gate.lock.unlock() }
-    let sorted = contractGraph.registry.live.sorted { $0.key < $1.key }
-    return sorted.enumerated().map { i, c in
-      ContractInfo(
-        id: c.id, name: c.name, kind: c.kind, reads: c.reads.map(store.text), writes: c.writes.map(store.text),
-        priority: c.priority, level: c.level, position: i, calls: c.hot.pointee.calls, lastTransaction: c.hot.pointee.lastTransaction,
-        failures: contractGraph.failures[c.id] ?? 0,
-        unusedReads: c.reads.enumerated().filter { c.usedReads & ContractState.bit($0.offset) == 0 }.map { store.text($0.element) },
-        unusedWrites: c.writes.enumerated().filter { c.usedWrites & ContractState.bit($0.offset) == 0 }.map { store.text($0.element) })
+    withGate {
+      let sorted = contractGraph.registry.live.sorted { $0.key < $1.key }
+      return sorted.enumerated().map { i, c in
+        ContractInfo(
+          id: c.id, name: c.name, kind: c.kind, reads: c.reads.map(store.text), writes: c.writes.map(store.text),
+          priority: c.priority, level: c.level, position: i, calls: c.passState.pointee.calls,
+          lastTransaction: c.passState.pointee.lastTransaction, failures: contractGraph.failures[c.id] ?? 0,
+          unusedReads: c.reads.enumerated().filter { c.usedReads & ContractState.bit($0.offset) == 0 }.map { store.text($0.element) },
+          unusedWrites: c.writes.enumerated().filter { c.usedWrites & ContractState.bit($0.offset) == 0 }.map { store.text($0.element) })
+      }
     }
   }
 
@@ -22,19 +22,15 @@ extension Bus {
   }
 
   /// The id of the contract whose callback runs on this thread now, if any.
-  public var currentContract: ContractID? {
-    lockGate()
-    defer { gate.lock.unlock() }
-    return gate.running?.id
-  }
+  public var currentContract: ContractID? { withGate { gate.running?.id } }
 
   /// Counts kept since the bus was made.
   public var statistics: BusStatistics {
-    lockGate()
-    defer { gate.lock.unlock() }
-    return BusStatistics(
-      contracts: contractGraph.registry.count, transactions: gate.ownPassTransaction ?? store.lastTransaction,
-      notifications: passes.notifications, failures: passes.failures, rollbacks: rollbackCount, values: store.valueCount)
+    withGate {
+      BusStatistics(
+        contracts: contractGraph.registry.count, transactions: visibleTransaction(),
+        notifications: passes.notifications, failures: passes.failures, rollbacks: rollbackCount, values: store.valueCount)
+    }
   }
 
   /// The dependency graph in Graphviz DOT: contracts (boxes, in pass order,
@@ -60,5 +56,13 @@ extension Bus {
       for w in c.writes { out += "  \(quote("c:" + c.name)) -> \(quote("k:" + w)) [style=bold];\n" }
     }
     return out + "}\n"
+  }
+}
+
+extension String {
+  /// The string with every `target` replaced by `replacement`.
+  func replacingAll(_ target: String, _ replacement: String) -> String {
+    guard contains(target) else { return self }
+    return split(separator: target, omittingEmptySubsequences: false).joined(separator: replacement)
   }
 }

@@ -4,6 +4,10 @@
 /// stamped with the journal's serial (``KeyNode/journalStamp``), so a
 /// lookup needs no hashing and a new transaction invalidates every stamp
 /// by bumping the serial.
+///
+/// Guarded by the bus's lock, so exclusivity is unchecked: its
+/// `@exclusivity(unchecked)` fields skip the dynamic check (the cost of
+/// each is measured beside it).
 final class Journal {
   /// One node's part in the transaction. Plain data (no reference-counted
   /// field), so that appending, copying and dropping records costs no
@@ -12,6 +16,7 @@ final class Journal {
   struct Record {
     /// Not retained: the node is in the store's tree, or in ``created``,
     /// until ``reset()`` drops the records.
+    /// Unretained: docs/reliability.md, "Unretained references", row "a journal record's node".
     let node: NodeRef
     /// The node's value at the start of the transaction, once saved (it is
     /// saved by the first write that alters it).
@@ -54,21 +59,19 @@ final class Journal {
   // empties them, and each dynamic check there cost about 75 instructions
   // a pass, three of the seven that made 7 % of a commit of 10 changes
   // (`ordo-bench --profile commit-handles:100000`, callgrind; the other
-  // four are in ``ContractGraph`` and ``PassRunner``). Only touched with
-  // the bus's lock held.
+  // four are in ``ContractGraph`` and ``PassRunner``).
   @exclusivity(unchecked) private var lists: [Int32: Lists] = [:]
 
   /// Identifies the running transaction in node stamps.
   private(set) var serial: UInt32 = 1
   /// The saved start values that are strings or bytes, for records whose
-  /// ``Record/original`` is ``PackedValue/Kind/boxed`` (unchecked: every write and pass step may touch it; only with the bus's lock held).
+  /// ``Record/original`` is ``PackedValue/Kind/boxed`` (unchecked: every write and pass step may touch it).
   @exclusivity(unchecked) private var originals = ContiguousArray<Value>()
   /// In first-touch order (a ``Buffer``: every write appends or updates a
   /// record and every pass step reads one). Exclusivity-unchecked: checked,
   /// each append and update is a dynamic access check, which took the
   /// delivery workload from 432 to 725 instructions per change
-  /// (`Benchmarks/profile.sh delivery-handles`). Only touched with the
-  /// bus's lock held.
+  /// (`Benchmarks/profile.sh delivery-handles`).
   @exclusivity(unchecked) private var records = Buffer<Record>()
   /// The number of records.
   var count: Int { records.count }

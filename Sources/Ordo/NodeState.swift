@@ -35,9 +35,11 @@ struct NodeState {
   var readers = Readers.none
   /// The node whose state this is (not retained: the node owns its state
   /// and releases it in its deinit).
+  /// Unretained: docs/reliability.md, "Unretained references", row "a node state's node".
   let node: Unmanaged<KeyNode>
   /// The key as NUL-terminated UTF-8, for bridges to C (see
   /// ``NodeRef/cKey``), beside the fields the write fetched.
+  /// Unretained: docs/reliability.md, "Unretained references", row "a single changed keypath's C string".
   var cKey: UnsafeMutablePointer<CChar>?
 
   /// A generation no graph has.
@@ -124,6 +126,7 @@ extension Readers {
 /// cache is rebuilt before it is read. (Retained, a stale cache would keep
 /// an unregistered contract, and what its callback captures, alive.)
 /// One word, so that a node's state fits a cache line.
+/// Unretained: docs/reliability.md, "Unretained references", row "a keypath's readers".
 enum Readers {
   case none
   /// Exactly one reader.
@@ -134,8 +137,8 @@ enum Readers {
   init(_ list: [ContractState]) {
     switch list.count {
     case 0: self = .none
-    case 1: self = .one(PackedContractRef(list[0].hot))
-    default: self = .many(list.map(\.hot))
+    case 1: self = .one(PackedContractRef(list[0].passState))
+    default: self = .many(list.map(\.passState))
     }
   }
 
@@ -149,26 +152,26 @@ enum Readers {
   }
 }
 
-/// The dense table of a store's node states (``LineRooms`` with a one-line
-/// header per page that names the table, in anchored blocks): states handed out in the order
+/// The dense table of a store's node states (``StatePages`` in anchored
+/// blocks, whose anchor names the table): states handed out in the order
 /// nodes are made (so consecutive keypaths have consecutive states), a
 /// released state reused by the next
 /// node. Retained by every node: a node can outlive its store (a handle's
 /// node is kept by the bus's link, a notification's by the copies of its
 /// changed keypaths), and nodes can then be released on any thread, hence
 /// the mutex. The pages go when the last node does.
+/// Unretained: docs/reliability.md, "Unretained references", row "the table of node states".
 final class NodeSlab: @unchecked Sendable {
-  /// Each page holds one line, at a place that depends on the page
-  /// (``LineRooms/header(of:headerSize:)``), that names its slab; the one
-  /// of each block's anchor page is what ``slab(of:)`` reads, so that a
-  /// state leads to its bus (``HandleAddress``) through a line that 4 032
-  /// states share.
-  static let headerSize = LineRooms.lineSize
-  private let table = Mutex(LineRooms(headerSize: NodeSlab.headerSize, anchored: true))
+  /// Each block's anchor is one line that names the slab, what
+  /// ``slab(of:)`` reads, so that a state leads to its bus
+  /// (``HandleAddress``) through a line that 4 095 states share.
+  static let headerSize = StatePages.lineSize
+  private let table = Mutex(StatePages(headerSize: NodeSlab.headerSize, anchored: true))
   /// The link of the bus whose store made the slab, not retained: set once,
   /// by the bus's init, before the bus can make a handle; used only through
   /// a ``HandleAddress``, which is valid while the bus (and so its link)
   /// lives.
+  /// Unretained: docs/reliability.md, "Unretained references", row "a node state's table".
   private(set) var link: Unmanaged<BusLink>?
 
   /// Names the bus of the slab's states (the bus's init, once).
@@ -178,10 +181,10 @@ final class NodeSlab: @unchecked Sendable {
   }
 
   /// The slab a state lies in, from its block's anchor (a header that
-  /// 4 032 states share, see ``LineRooms``).
+  /// 4 095 states share, see ``StatePages``).
   @inline(__always)
   static func slab(of state: UnsafeRawPointer) -> Unmanaged<NodeSlab> {
-    UnsafeRawPointer(LineRooms.anchor(of: state, headerSize: headerSize)).load(as: Unmanaged<NodeSlab>.self)
+    UnsafeRawPointer(StatePages.anchor(of: state, headerSize: headerSize)).load(as: Unmanaged<NodeSlab>.self)
   }
 
   /// The rooms made so far, in use or free (for tests of the reuse).
@@ -192,7 +195,7 @@ final class NodeSlab: @unchecked Sendable {
   static let released = UInt32.max - 1
 
   init() {
-    precondition(MemoryLayout<NodeState>.stride == LineRooms.lineSize, "a key node's state takes one cache line")
+    precondition(MemoryLayout<NodeState>.stride == StatePages.lineSize, "a key node's state takes one cache line")
   }
 
   deinit {

@@ -40,10 +40,8 @@ extension Bus {
       }
       try body(owner, ContractContext(note, link))
     })
-    lockGate()
     // An initial call may already have found the owner gone and removed it.
-    if contractGraph.contract(handle.id) != nil { link.owned[handle.id] = WeakOwner(object: owner) }
-    gate.lock.unlock()
+    withGate { if contractGraph.contract(handle.id) != nil { link.owned[handle.id] = WeakOwner(object: owner) } }
     return handle
   }
 
@@ -52,11 +50,11 @@ extension Bus {
   /// how many.
   @discardableResult
   public func removeContractsOfDeallocatedOwners() -> Int {
-    lockGate()
-    var dead: [ContractID] = []
-    for (id, o) in link.owned where o.object == nil { dead.append(id) }
-    for id in dead { link.owned[id] = nil }
-    gate.lock.unlock()
+    let dead = withGate {
+      let dead = link.owned.filter { $0.value.object == nil }.map(\.key)
+      for id in dead { link.owned[id] = nil }
+      return dead
+    }
     var removed = 0
     for id in dead where (try? unregister(id)) != nil { removed += 1 }
     return removed
@@ -64,9 +62,7 @@ extension Bus {
 
   /// A callback found its owner gone: unregister it (it is not called).
   func ownerGone(_ id: ContractID) {
-    lockGate()
-    link.owned[id] = nil
-    gate.lock.unlock()
+    withGate { link.owned[id] = nil }
     try? unregister(id)
   }
 }

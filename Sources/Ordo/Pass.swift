@@ -2,6 +2,10 @@
 /// schedule, in which order they are called, what each receives, and the
 /// commit at the end. One runner per bus; it runs on the committing thread
 /// with the bus's lock held, and lets the lock go only around callbacks.
+///
+/// Guarded by the bus's lock, so exclusivity is unchecked: its
+/// `@exclusivity(unchecked)` fields skip the dynamic check (the cost of
+/// each is measured beside it).
 final class PassRunner {
   let gate: Gate
   let store: Store
@@ -13,8 +17,7 @@ final class PassRunner {
   private(set) var serial: UInt32 = 0
   // Pushed and popped for every scheduled contract. Without
   // @exclusivity(unchecked) the delivery workload (`ordo-bench --profile
-  // delivery`, callgrind) runs 16 % more instructions; it is only touched
-  // with the bus's lock held.
+  // delivery`, callgrind) runs 16 % more instructions.
   @exclusivity(unchecked) private var schedule = Schedule()
   private var markSerial: UInt32 = 0
 
@@ -63,7 +66,7 @@ final class PassRunner {
   /// The pass of the transaction in the journal, at its outermost commit.
   /// Lock and ownership held on entry; ownership given up on return.
   func runCommit() -> Outcome {
-    assert(store.behind.isEmpty, "a pass starts with writes held back")
+    assert(store.heldWrites.isEmpty, "a pass starts with writes held back")
     nextSerial()
     if !traceListeners.isEmpty { recorder = TraceRecorder() }
     guard scheduleChangedReaders() else { return discard() }
@@ -141,7 +144,7 @@ final class PassRunner {
   /// initial call outside a pass, or nested in the initial call that opened
   /// one (then `c` counts as called in it). Lock held.
   func callInitial(_ c: ContractState) {
-    let h = c.hot
+    let h = c.passState
     if case .pass = gate.phase { h.pointee.calledSerial = serial }
     let note = ContractNotification(transaction: store.lastTransaction, contract: c.id, changed: [])
     if let r = recorder { call(h, note, tracing: r, because: [], initial: true) } else { call(h, note) }
@@ -150,8 +153,8 @@ final class PassRunner {
   /// Schedules `c`, registered during the running pass with an initial
   /// call, at its position. Lock held.
   func scheduleInitial(_ c: ContractState) {
-    c.hot.pointee.initialPending = true
-    enqueue(c.hot)
+    c.passState.pointee.initialPending = true
+    enqueue(c.passState)
   }
 
   /// Whether the running pass has its id (it is not the initial call that
@@ -174,7 +177,7 @@ final class PassRunner {
       return
     }
     for j in journal.removed(i) where journal.netChanged(Int(j)) {
-      journal[Int(j)].node.with { graph.forEachReader(matching: $0) { body($0.hot) } }
+      journal[Int(j)].node.with { graph.forEachReader(matching: $0) { body($0.passState) } }
     }
   }
 
@@ -225,7 +228,7 @@ final class PassRunner {
   func scheduleReaders(of n: NodeRef, after: ContractState) {
     guard let i = journal.index(n) else { return }
     let afterKey = after.key
-    let a = after.hot
+    let a = after.passState
     forEachReader(changedBy: i) { r in
       guard r.pointee.registered, r.pointee.calledSerial != serial, r != a, !(r.key < afterKey) else { return }
       trigger(r, by: n)
@@ -254,7 +257,7 @@ final class PassRunner {
 
   /// Calls the scheduled contracts in order, then commits. Lock held.
   private func finish(_ txn: UInt64) -> Outcome {
-    for c in graph.everyTransaction where c.hot.pointee.calledSerial != serial { enqueue(c.hot) }
+    for c in graph.everyTransaction where c.passState.pointee.calledSerial != serial { enqueue(c.passState) }
     // One notification for every call of the pass: it holds the store's
     // root once, not a node per call (see ``ChangedKeypaths``).
     var note = ContractNotification(pass: txn, keeper: store.root)
@@ -454,9 +457,7 @@ final class PassRunner {
   /// Tells the failure handler, without the lock. Lock held.
   func report(_ failure: ContractFailure) {
     guard let handler = failureHandler else { return }
-    gate.lock.unlock()
-    handler(failure)
-    gate.lock.lock()
+    gate.withLockReleased { handler(failure) }
   }
 
   /// Starts a new pass serial. When the 32 bits run out (after four
@@ -465,8 +466,8 @@ final class PassRunner {
   private func nextSerial() {
     if serial == .max {
       graph.registry.forEach { c in
-        c.hot.pointee.scheduledSerial = 0
-        c.hot.pointee.calledSerial = 0
+        c.passState.pointee.scheduledSerial = 0
+        c.passState.pointee.calledSerial = 0
       }
       serial = 0
     }
@@ -486,6 +487,7 @@ final class PassRunner {
 /// The bulk lives in two ``Buffer``s rather than arrays: every scheduled
 /// contract is pushed and popped once. Only touched with the bus's lock
 /// held; ``free()`` releases the buffers.
+/// Unretained: docs/reliability.md, "Unretained references", row "the pass's schedule and the running contract".
 struct Schedule {
   private typealias Ref = ContractRef
   /// Pushed since the run was taken.

@@ -120,6 +120,7 @@ public struct Property<T: PropertyValue>: @unchecked Sendable, Hashable, CustomS
   // (docs/swift.md, "What the typed API costs"). @unchecked Sendable: the
   // node's state is only touched with its bus's lock held, as a handle's.
   @usableFromInline let link: BusLink
+  /// Unretained: docs/reliability.md, "Unretained references", row "a handle's node".
   @usableFromInline let node: UnsafeRawPointer
 
   init(node: KeyNode, link: BusLink) {

@@ -22,22 +22,18 @@ extension Bus {
   func writeNode(_ node: NodeRef, _ op: WriteOp) throws(OrdoError) {
     // The owner first: only the owner may read the buffer. Full: the
     // locked path below settles first (``Store/holdBack(_:_:)``).
-    if let p = WriteBehind.heldValue(op), gate.ownsOpenTransaction, !store.behind.isFull {
-      return store.behind.append(node, p)
+    if let p = WriteBehind.heldValue(op), gate.ownsOpenTransaction, !store.heldWrites.isFull {
+      return store.heldWrites.append(node, p)
     }
-    // Not lockGate(): the write may be held back with the others.
-    gate.lock.lock()
-    defer { gate.lock.unlock() }
-    try write(.node(node), op)
+    // withLock: the write may be held back with the others.
+    try withLock { () throws(OrdoError) in try write(.node(node), op) }
   }
 
   /// A typed property for a resolved (pinned) node of this bus.
   func makeProperty<T: PropertyValue>(_ node: KeyNode, as type: T.Type) -> Property<T> {
-    lockGate()
     // From now on the link keeps the pinned nodes when the bus goes
     // (``BusLink/detach()``).
-    link.keepsPinned = true
-    gate.lock.unlock()
+    withGate { link.keepsPinned = true }
     return Property(node: node, link: link)
   }
 }

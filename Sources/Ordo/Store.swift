@@ -84,6 +84,7 @@ final class KeyNode {
 /// needs it).
 enum Target {
   /// Not retained: the store keeps its nodes while the bus's lock is held.
+  /// Unretained: docs/reliability.md, "Unretained references", row "a resolved write target".
   case node(NodeRef)
   /// The keypath, its segments, and their ids where the segment table knows
   /// them (``SegmentTable/unknown`` otherwise).
@@ -125,6 +126,10 @@ enum WriteOp {
 /// values, counters and changed-at, the last committed transaction id and
 /// the epoch, and the running transaction's journal. It knows nothing of
 /// contracts or threads; the bus calls it with its lock held.
+///
+/// Guarded by the bus's lock, so exclusivity is unchecked: its
+/// `@exclusivity(unchecked)` fields skip the dynamic check (the cost of
+/// each is measured beside it).
 final class Store {
   /// The states of its nodes, in creation order.
   let slab = NodeSlab()
@@ -134,12 +139,12 @@ final class Store {
   // Probed by every write through a keypath string. Without
   // @exclusivity(unchecked) the delivery workload (`ordo-bench --profile
   // delivery`, callgrind) runs 8 % more instructions, a commit at 100 000
-  // contracts 7 % more; it is only touched with the bus's lock held.
+  // contracts 7 % more.
   @exclusivity(unchecked) var nodes = UnretainedTable<KeyNode>()
   let journal = Journal()
   /// Scalar sets of the owner's open transaction not yet applied
   /// (``WriteBehind``); ``settle()`` applies them.
-  let behind = WriteBehind.make()
+  let heldWrites = WriteBehind.make()
   var segments = SegmentTable()
   /// Keypaths holding a value.
   private(set) var valueCount = 0
@@ -154,7 +159,7 @@ final class Store {
     epoch = makeEpoch()
   }
 
-  deinit { behind.destroy() }
+  deinit { heldWrites.destroy() }
 
   // MARK: - Resolving keypaths
 
@@ -332,16 +337,16 @@ final class Store {
   /// node the store has. Settles first when the buffer is full.
   @inline(__always)
   func holdBack(_ r: NodeRef, _ p: PackedValue) {
-    if behind.isFull { settle() }
-    behind.append(r, p)
+    if heldWrites.isFull { settle() }
+    heldWrites.append(r, p)
   }
 
   /// Applies the held-back sets, in the order they were made, as
   /// ``apply(_:_:writer:)`` with no writer would have. Every use of the
-  /// store but a held-back write comes after it (``Bus/lockGate()``).
+  /// store but a held-back write comes after it (``Bus/withGate(_:)``).
   @inline(never)
   func settle() {
-    behind.drain { r, p in _ = applyScalar(r, p, external: true) }
+    heldWrites.drain { r, p in _ = applyScalar(r, p, external: true) }
   }
 
   private func setValue(_ n: KeyNode, _ v: Value?) {
@@ -390,8 +395,8 @@ final class Store {
   /// nothing at its end: a rolled-back or cancelled transaction leaves the
   /// store as it found it.
   func reset() {
-    assert(behind.isEmpty, "a transaction ends with writes held back")
-    behind.discard()
+    assert(heldWrites.isEmpty, "a transaction ends with writes held back")
+    heldWrites.discard()
     for n in journal.created.reversed() where !n.isKept {
       var parent = root
       for id in n.ids.dropLast() {

@@ -24,6 +24,7 @@
 struct WriteBehind {
   /// A held write: the node, by its state, and the value.
   struct Entry {
+    /// Unretained: docs/reliability.md, "Unretained references", row "a held-back write's node".
     var node: NodeRef
     var value: PackedValue
   }

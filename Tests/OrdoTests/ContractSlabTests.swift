@@ -24,13 +24,13 @@ import Testing
     #expect(contracts.count == 200)
     var sideBySide = 0
     for (i, c) in contracts.enumerated() {
-      let address = UInt(bitPattern: c.hot.state)
+      let address = UInt(bitPattern: c.passState.state)
       #expect(address % 64 == 0, "contract \(i)'s state starts a cache line")
-      let header = UInt(bitPattern: LineRooms.header(of: c.hot.state, headerSize: ContractSlab.headerSize))
+      let header = UInt(bitPattern: StatePages.header(of: c.passState.state, headerSize: ContractSlab.headerSize))
       #expect(address + 64 <= header || address >= header + UInt(ContractSlab.headerSize), "contract \(i)'s state is outside its page's header")
-      #expect(c.hot.contract === c, "contract \(i)'s state names it")
-      #expect(c.hot.pointee.id == c.id && c.name == "c\(i)")
-      if i > 0 && c.hot.state == contracts[i - 1].hot.state + 1 { sideBySide += 1 }
+      #expect(c.passState.contract === c, "contract \(i)'s state names it")
+      #expect(c.passState.pointee.id == c.id && c.name == "c\(i)")
+      if i > 0 && c.passState.state == contracts[i - 1].passState.state + 1 { sideBySide += 1 }
     }
     // 56 states a page: only the first of each page, and the first after
     // the page's header, do not follow their predecessor.
@@ -54,9 +54,9 @@ import Testing
     let calls = Calls()
     let fresh = try bus.watch(calls, "fresh", reads: ["tmp.k1"])
     let c = try #require(bus.contractGraph.contract(fresh.id))
-    #expect(c.hot.pointee.calls == 0 && c.hot.pointee.kind == .data && c.priority == nil && c.hot.pointee.triggers.isEmpty)
+    #expect(c.passState.pointee.calls == 0 && c.passState.pointee.kind == .data && c.priority == nil && c.passState.pointee.triggers.isEmpty)
     try bus.transaction { try bus.set("tmp.k1", .int64(1)) }
-    #expect(calls.names == ["fresh"] && c.hot.pointee.calls == 1)
+    #expect(calls.names == ["fresh"] && c.passState.pointee.calls == 1)
   }
 
   /// A contract scheduled by several written keypaths keeps the first in
@@ -74,7 +74,7 @@ import Testing
     }
     #expect(calls.all.map(\.changed) == [["c", "a", "b"]])
     let c = try #require(bus.contractGraph.contract(named: "r"))
-    #expect(c.hot.pointee.triggers.isEmpty && bus.contractGraph.slab.moreTriggers.isEmpty, "the pass left no trigger behind")
+    #expect(c.passState.pointee.triggers.isEmpty && bus.contractGraph.slab.moreTriggers.isEmpty, "the pass left no trigger behind")
     try bus.transaction { try bus.set("b", .int64(2)) }
     #expect(calls.all.map(\.changed).last == ["b"])
   }

@@ -30,11 +30,11 @@ import Testing
   /// one set of the first-level cache).
   @Test func pageHeadersAreStaggeredAndApart() throws {
     for headerSize in [NodeSlab.headerSize, ContractSlab.headerSize] {
-      let places = LineRooms.pageSize / headerSize
+      let places = StatePages.pageSize / headerSize
       var offsets = Set<Int>()
       for page in 0..<places {
-        let p = try #require(UnsafeRawPointer(bitPattern: (page + 1) * LineRooms.pageSize))
-        offsets.insert(LineRooms.headerOffset(ofPage: p, headerSize: headerSize))
+        let p = try #require(UnsafeRawPointer(bitPattern: (page + 1) * StatePages.pageSize))
+        offsets.insert(StatePages.headerOffset(ofPage: p, headerSize: headerSize))
       }
       #expect(offsets.count == places, "\(places) consecutive pages put their \(headerSize)-byte headers in \(offsets.count) places")
     }
@@ -43,37 +43,43 @@ import Testing
     var byPage: [UInt: [Int]] = [:]
     for n in nodes {
       let s = UnsafeRawPointer(n.ref.state)
-      let header = LineRooms.header(of: s, headerSize: NodeSlab.headerSize)
-      #expect(UnsafeRawPointer(header) != s, "a state is not its page's header")
-      #expect(NodeSlab.slab(of: s).toOpaque() == Unmanaged.passUnretained(slab).toOpaque(), "a state finds its slab from its page's header")
-      byPage[UInt(bitPattern: LineRooms.page(of: s)), default: []].append(LineRooms.index(of: s, headerSize: NodeSlab.headerSize))
+      let anchor = StatePages.anchor(of: s, headerSize: NodeSlab.headerSize)
+      #expect(UnsafeRawPointer(anchor) != s, "a state is not its block's anchor")
+      #expect(NodeSlab.slab(of: s).toOpaque() == Unmanaged.passUnretained(slab).toOpaque(), "a state finds its slab from its block's anchor")
+      let page = StatePages.page(of: s)
+      byPage[UInt(bitPattern: page), default: []].append(UnsafeRawPointer(page).distance(to: s) / StatePages.lineSize)
     }
-    // Within a page, the states' places run 0, 1, 2 … in the order made.
-    for (_, places) in byPage { #expect(places == Array(places.indices), "places in a page: \(places)") }
-    #expect(byPage.count >= 300 / 63)
+    // Within a page, states lie in the order made; a page other than its
+    // block's anchor's holds no header, so its states fill it from line 0.
+    for (page, lines) in byPage {
+      #expect(lines == lines.sorted(), "lines in a page: \(lines)")
+      let anchorPage = StatePages.page(of: StatePages.anchor(of: UnsafeRawPointer(bitPattern: page)!, headerSize: NodeSlab.headerSize))
+      if UInt(bitPattern: anchorPage) != page { #expect(lines == Array(lines.indices), "lines in a page without a header: \(lines)") }
+    }
+    #expect(byPage.count >= 300 / 64)
   }
 
   /// A node table's blocks are anchored: each is 64 pages aligned to its
   /// size, and every state finds its slab through its block's anchor, one
-  /// line for 4 032 states, the anchors of consecutive blocks in different
+  /// line for 4 095 states, the anchors of consecutive blocks in different
   /// cache sets.
   @Test func statesFindTheirSlabThroughFewAnchors() throws {
     let slab = NodeSlab(), other = NodeSlab()
-    let count = 3 * 4_032 + 100
+    let count = 3 * 4_095 + 100
     let nodes = (0..<count).map { KeyNode(key: "k\($0)", ids: [], hash: UInt64($0), slab: slab) }
     let stranger = KeyNode(key: "x", ids: [], hash: 0, slab: other)
     var anchors = Set<UInt>()
     for n in nodes {
       let s = UnsafeRawPointer(n.ref.state)
       #expect(NodeSlab.slab(of: s).toOpaque() == Unmanaged.passUnretained(slab).toOpaque())
-      anchors.insert(UInt(bitPattern: LineRooms.anchor(of: s, headerSize: NodeSlab.headerSize)))
+      anchors.insert(UInt(bitPattern: StatePages.anchor(of: s, headerSize: NodeSlab.headerSize)))
     }
     #expect(anchors.count == 4, "\(count) states, \(anchors.count) anchors")
     for a in anchors {
       // Its cache set (of 64) is its block's number modulo 64: blocks
       // less than 16 MiB apart never share one.
-      let block = a & ~UInt(LineRooms.blockSize - 1)
-      #expect((a / UInt(LineRooms.lineSize)) % 64 == (block / UInt(LineRooms.blockSize)) % 64)
+      let block = a & ~UInt(StatePages.blockSize - 1)
+      #expect((a / UInt(StatePages.lineSize)) % 64 == (block / UInt(StatePages.blockSize)) % 64)
     }
     #expect(NodeSlab.slab(of: UnsafeRawPointer(stranger.ref.state)).toOpaque() == Unmanaged.passUnretained(other).toOpaque())
   }

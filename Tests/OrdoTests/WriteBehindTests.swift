@@ -17,17 +17,17 @@ import Testing
     bus.begin()
     try bus.set(a, .int64(1))
     try bus.set("doc.a", .int64(2))  // known keypath, by string: held too
-    #expect(!bus.store.behind.isEmpty, "a scalar set in an open transaction is held back")
+    #expect(!bus.store.heldWrites.isEmpty, "a scalar set in an open transaction is held back")
     #expect(try bus.value(a) == .int64(2), "a read settles first")
-    #expect(bus.store.behind.isEmpty)
+    #expect(bus.store.heldWrites.isEmpty)
     try bus.set(a, .string("text"))  // boxed: applied at once
-    #expect(bus.store.behind.isEmpty)
+    #expect(bus.store.heldWrites.isEmpty)
     try bus.set("doc.new", .int64(1))  // a new keypath: applied at once
-    #expect(bus.store.behind.isEmpty)
+    #expect(bus.store.heldWrites.isEmpty)
     try bus.set(a, .double(1.5))
-    #expect(!bus.store.behind.isEmpty)
+    #expect(!bus.store.heldWrites.isEmpty)
     try bus.touch("doc.b")  // any other write settles first
-    #expect(bus.store.behind.isEmpty)
+    #expect(bus.store.heldWrites.isEmpty)
     let txn = try bus.commit()
     #expect(txn == 1)
     #expect(try bus.value("doc.a") == .double(1.5) && bus.value("doc.new") == .int64(1))
@@ -101,7 +101,7 @@ import Testing
     var log: [String] = []
     var heldSometime = false
     func note(_ s: String) {
-      heldSometime = heldSometime || !bus.store.behind.isEmpty
+      heldSometime = heldSometime || !bus.store.heldWrites.isEmpty
       log.append(s)
     }
     let a = try bus.resolve("r.a"), b = try bus.resolve("r.b")
@@ -224,7 +224,7 @@ import Testing
     let a = try bus!.resolve("d.a")
     bus!.begin()
     try bus!.set(a, .int64(1))
-    #expect(!bus!.store.behind.isEmpty)
+    #expect(!bus!.store.heldWrites.isEmpty)
     bus = nil
     #expect(a.keypath == "d.a")
   }

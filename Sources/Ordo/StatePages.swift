@@ -10,15 +10,18 @@ internal import CCacheHint
 /// (``header(of:headerSize:)``). Not thread-safe: its table guards it.
 ///
 /// With `anchored` blocks every block is ``blockSize`` (64 pages) and
-/// aligned to it, and one page header of each block, its anchor
-/// (``anchor(of:headerSize:)``), is written when the block is made: a
-/// room then finds a header shared by the block's 4 032 rooms from its own
-/// address, where its page's header is shared by 63. (A write through a C
-/// handle at 100 000 keypaths reads the header that names its bus: 1 588
-/// page headers fall out of the first two cache levels, 25 anchors do not;
-/// docs/performance.md, "Writes held back".) The memory a block reserves
-/// but does not use is only address space until its pages are used.
-struct LineRooms {
+/// aligned to it, and only one page of each block holds a header, its
+/// anchor (``anchor(of:headerSize:)``), written when the block is made: a
+/// room then finds a header shared by the block's 4 095 rooms from its own
+/// address, where its page's header would be shared by 63. (A write through
+/// a C handle at 100 000 keypaths reads the header that names its bus:
+/// 1 588 page headers fall out of the first two cache levels, 25 anchors
+/// do not; docs/performance.md, "Writes held back".) The other pages of an
+/// anchored block are rooms only, so ``header(of:headerSize:)`` and
+/// ``index(of:headerSize:)`` are for tables that are not anchored. The
+/// memory a block reserves but does not use is only address space until
+/// its pages are used.
+struct StatePages {
   static let pageSize = 4_096
   static let lineSize = 64
   /// Pages in the largest block, and in every anchored one.
@@ -27,31 +30,29 @@ struct LineRooms {
 
   /// The bytes of each page, its header, that hold no room.
   let headerSize: Int
-  /// Rooms per page.
-  let perPage: Int
   /// Rooms handed out, ever (released ones included): for tests of the reuse.
   private(set) var made = 0
   private var blocks: [UnsafeMutableRawPointer] = []
   /// Pages of the last block, and how many of them are in use.
   private var pagesInBlock = 0
   private var pagesUsed = 0
-  /// The page rooms are handed out of, where its header lies, and how
-  /// many rooms it has handed out.
+  /// The page rooms are handed out of, where its header lies (the page's
+  /// size when it has none), how many rooms it holds and how many it has
+  /// handed out.
   private var page: UnsafeMutableRawPointer?
   private var headerInPage = 0
-  private var usedInPage: Int
+  private var roomsInPage = 0
+  private var usedInPage = 0
   /// Released rooms, by address.
   private var free: [UInt] = []
   /// Whether blocks are anchored (see the type).
   let anchored: Bool
 
   init(headerSize: Int, anchored: Bool = false) {
-    precondition(headerSize == 0 || (headerSize % LineRooms.lineSize == 0 && LineRooms.pageSize % headerSize == 0 && headerSize < LineRooms.pageSize))
+    precondition(headerSize == 0 || (headerSize % StatePages.lineSize == 0 && StatePages.pageSize % headerSize == 0 && headerSize < StatePages.pageSize))
     precondition(!anchored || headerSize > 0, "an anchor is a page header")
     self.headerSize = headerSize
     self.anchored = anchored
-    perPage = (LineRooms.pageSize - headerSize) / LineRooms.lineSize
-    usedInPage = perPage
   }
 
   /// The page a room lies in.
@@ -73,7 +74,7 @@ struct LineRooms {
     return Int((UInt(bitPattern: page) / UInt(pageSize)) % places) * headerSize
   }
 
-  /// The header of a room's page.
+  /// The header of a room's page (a table that is not anchored).
   @inline(__always)
   static func header(of room: UnsafeRawPointer, headerSize: Int) -> UnsafeMutableRawPointer {
     let p = page(of: room)
@@ -90,7 +91,7 @@ struct LineRooms {
     return header(of: UnsafeRawPointer(bitPattern: block + k * UInt(pageSize)).unsafelyUnwrapped, headerSize: headerSize)
   }
 
-  /// A room's place among its page's rooms.
+  /// A room's place among its page's rooms (a table that is not anchored).
   @inline(__always)
   static func index(of room: UnsafeRawPointer, headerSize: Int) -> Int {
     let p = page(of: room)
@@ -100,26 +101,31 @@ struct LineRooms {
 
   /// A room, uninitialized: a released one, or the next of the current
   /// page. `newPage` is called with the header of each page made for it
-  /// (and, for an anchored block, with its anchor when the block is made:
-  /// the anchor's page gets it twice).
+  /// (for an anchored block, with its anchor once, when the block is
+  /// made).
   mutating func take(newPage: (UnsafeMutableRawPointer) -> Void = { _ in }) -> UnsafeMutableRawPointer {
     if let r = free.popLast() { return UnsafeMutableRawPointer(bitPattern: r).unsafelyUnwrapped }
-    if usedInPage == perPage {
+    if usedInPage == roomsInPage {
       if pagesUsed == pagesInBlock {
         if anchored {
-          pagesInBlock = LineRooms.pagesPerBlock
-          let b = UnsafeMutableRawPointer.allocate(byteCount: LineRooms.blockSize, alignment: LineRooms.blockSize)
+          pagesInBlock = StatePages.pagesPerBlock
+          let b = UnsafeMutableRawPointer.allocate(byteCount: StatePages.blockSize, alignment: StatePages.blockSize)
           blocks.append(b)
-          newPage(LineRooms.anchor(of: b, headerSize: headerSize))
+          newPage(StatePages.anchor(of: b, headerSize: headerSize))
         } else {
-          pagesInBlock = min(max(pagesInBlock * 2, 1), LineRooms.pagesPerBlock)
-          blocks.append(.allocate(byteCount: pagesInBlock * LineRooms.pageSize, alignment: LineRooms.pageSize))
+          pagesInBlock = min(max(pagesInBlock * 2, 1), StatePages.pagesPerBlock)
+          blocks.append(.allocate(byteCount: pagesInBlock * StatePages.pageSize, alignment: StatePages.pageSize))
         }
         pagesUsed = 0
       }
-      let p = blocks[blocks.count - 1] + pagesUsed * LineRooms.pageSize
-      headerInPage = LineRooms.headerOffset(ofPage: p, headerSize: headerSize)
-      newPage(p + headerInPage)
+      let p = blocks[blocks.count - 1] + pagesUsed * StatePages.pageSize
+      if anchored && p != StatePages.page(of: StatePages.anchor(of: p, headerSize: headerSize)) {
+        headerInPage = StatePages.pageSize
+      } else {
+        headerInPage = StatePages.headerOffset(ofPage: p, headerSize: headerSize)
+        if !anchored { newPage(p + headerInPage) }
+      }
+      roomsInPage = (StatePages.pageSize - (headerInPage < StatePages.pageSize ? headerSize : 0)) / StatePages.lineSize
       page = p
       pagesUsed += 1
       usedInPage = 0
@@ -128,7 +134,7 @@ struct LineRooms {
       usedInPage += 1
       made += 1
     }
-    let offset = usedInPage * LineRooms.lineSize
+    let offset = usedInPage * StatePages.lineSize
     return page.unsafelyUnwrapped + (offset < headerInPage ? offset : offset + headerSize)
   }
 
