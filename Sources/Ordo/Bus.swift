@@ -13,7 +13,11 @@
 /// The bus is a façade over its parts, each holding one concept
 /// (`docs/architecture.md`): the `Gate` (who may do what now), the
 /// `Store` (values, counters, the journal), the `ContractGraph`
-/// (registration, order, levels) and the `PassRunner` (the pass).
+/// (registration, order, levels) and the `PassRunner` (the pass). This
+/// file holds the lock's sections, transactions and the one write path;
+/// the other calls are extensions by concept (`Bus+Reads.swift`,
+/// `Bus+Writes.swift`, `Bus+Contracts.swift`, `Bus+Persistence.swift`),
+/// each taking the lock only through `withGate` or `withLock`.
 public final class Bus: @unchecked Sendable {
   let gate = Gate()
   let store = Store()

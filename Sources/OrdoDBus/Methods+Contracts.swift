@@ -82,7 +82,7 @@ extension DBusService {
     // The record exists before the contract: an initial call during
     // registration finds it. Its id is known once registered.
     let timeout = timeoutMs
-    let box = RecordBox { id in RemoteContract(id: id, name: name, peer: peer, timeoutMs: writer ? timeout : nil, everyTransaction: reads.isEmpty) }
+    let box = LazyRemoteContract { id in RemoteContract(id: id, name: name, peer: peer, timeoutMs: writer ? timeout : nil, everyTransaction: reads.isEmpty) }
     let spec = ContractSpec(name: name, reads: reads, writes: writes, priority: priority, flags: flags) { [weak self] note in
       guard let self, let record = box.record(note.contract) else { return }
       if record.isWriter {
@@ -186,7 +186,7 @@ extension DBusService {
 /// The remote contract record a contract's callback uses: made from its id
 /// on first use (an initial call runs inside `Bus.register`, before the id
 /// is returned), then kept. Any thread.
-private final class RecordBox: @unchecked Sendable {
+private final class LazyRemoteContract: @unchecked Sendable {
   private let make: @Sendable (ContractID) -> RemoteContract
   private let made = PThreadLocked<RemoteContract?>(nil)
 
