@@ -30,17 +30,12 @@ extension Bus {
     try isStored(handle.keypath)
   }
 
-  /// Checks a write against the schema. Out of line: only a bus with a
-  /// schema calls it. Lock held, or the owner's write held back.
+  /// Checks a write against the schema: the slow path of a write its
+  /// keypath's ``SchemaRule`` does not admit. Out of line: only a bus with
+  /// a schema reaches it.
   @inline(never)
-  func checkSchema(_ t: Target, _ op: WriteOp) throws(OrdoError) {
-    guard let schema = store.schema else { return }
-    if case .node(let r) = t, case .set(let v) = op, r.state.pointee.schemaRule.admits(v) { return }
-    let keypath = t.keypath
-    let segments = keypath.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-    if case .removeTree = op { return try schema.checkTree(keypath, segments) }
-    let i = try schema.resolve(keypath, segments)
-    if case .set(let v) = op { try schema.check(v, at: keypath, declaration: i) }
+  func checkSchema(_ keypath: String, _ op: WriteOp) throws(OrdoError) {
+    try store.schema?.checkWrite(keypath, op)
   }
 
   /// Checks a contract's patterns against the schema: each must match a
@@ -101,14 +96,18 @@ extension Bus {
   /// with ``OrdoError/Code/schema`` listing every registered contract
   /// pattern and stored value that `schema` would not allow; then nothing
   /// changes. Called with no transaction open and no other thread using the
-  /// bus (handles and properties check writes without the lock); refused
-  /// with ``OrdoError/Code/invalidArgument`` while a transaction is open.
+  /// bus; refused with ``OrdoError/Code/invalidArgument`` while a
+  /// transaction is open or once a handle or a property was made (they keep
+  /// the rule their keypath had when they were made).
   package func replaceSchema(_ schema: Schema?) throws(OrdoError) {
     try withGate { () throws(OrdoError) in
       let acquired = gate.acquire()
       defer { if acquired { gate.release() } }
       guard acquired, case .idle = gate.phase else {
         throw OrdoError(.invalidArgument, "a schema is replaced only with no transaction open")
+      }
+      guard !link.keepsPinned else {
+        throw OrdoError(.invalidArgument, "a schema is not replaced once handles or properties of the bus were made (they keep the rules of the schema they were made with)")
       }
       var problems: [String] = []
       if let schema {
@@ -130,7 +129,7 @@ extension Bus {
       store.root.forEachInSubtree { n in
         guard n !== store.root else { return }
         let segments = n.key.split(separator: ".").map(String.init)
-        n.ref.state.pointee.schemaRule = schema.map { SchemaRule($0, segments) } ?? .none
+        n.schemaRule = schema.map { SchemaRule($0, segments) } ?? .none
       }
     }
   }

@@ -4,20 +4,20 @@ extension Bus {
   /// Marks `keypath` changed without storing a value (for values that live
   /// in the host program). Throws like ``set(_:_:)-(String,_)``.
   public func touch(_ keypath: String) throws(OrdoError) {
-    try withGate { () throws(OrdoError) in try write(store.target(keypath), .touch) }
+    try withGate { () throws(OrdoError) in try write(store.writeTarget(keypath, .touch), .touch) }
   }
 
   /// Removes the value of `keypath` (no change if it has none). Throws like
   /// ``set(_:_:)-(String,_)``.
   public func remove(_ keypath: String) throws(OrdoError) {
-    try withGate { () throws(OrdoError) in try write(store.target(keypath), .remove) }
+    try withGate { () throws(OrdoError) in try write(store.writeTarget(keypath, .remove), .remove) }
   }
 
   /// Removes the values of `keypath` and of every descendant. Inside a
   /// callback the write set must allow the keypath and all its descendants
   /// (e.g. `k.**`). Throws like ``set(_:_:)-(String,_)``.
   public func removeTree(_ keypath: String) throws(OrdoError) {
-    try withGate { () throws(OrdoError) in try write(store.target(keypath), .removeTree) }
+    try withGate { () throws(OrdoError) in try write(store.writeTarget(keypath, .removeTree), .removeTree) }
   }
 
   /// Sets the value of a keypath given as UTF-8 bytes when the store has it,
@@ -29,7 +29,9 @@ extension Bus {
     // withLock, as set(_:_:): the write may be held back.
     try withLock { () throws(OrdoError) in
       guard let n = store.existing(utf8: UnsafeRawBufferPointer(keypath)) else { return false }
-      try write(.node(n._withUnsafeGuaranteedRef { $0.ref }), .set(value))
+      let op = WriteOp.set(value)
+      if !n._withUnsafeGuaranteedRef({ $0.schemaRule.admits(op) }) { try checkSchema(n._withUnsafeGuaranteedRef { $0.key }, op) }
+      try write(.node(n._withUnsafeGuaranteedRef { $0.ref }), op)
       return true
     }
   }
@@ -48,15 +50,14 @@ extension Bus {
       for w in batch {  // every keypath is valid before anything else
         switch w {
         case .set(let k, let v):
-          let t = try store.target(k)
+          let t = try store.writeTarget(k, .set(v))
           if case .string(let s) = v { try Rules.checkString(s, t) }
           resolved.append((t, .set(v)))
-        case .touch(let k): resolved.append((try store.target(k), .touch))
-        case .remove(let k): resolved.append((try store.target(k), .remove))
-        case .removeTree(let k): resolved.append((try store.target(k), .removeTree))
+        case .touch(let k): resolved.append((try store.writeTarget(k, .touch), .touch))
+        case .remove(let k): resolved.append((try store.writeTarget(k, .remove), .remove))
+        case .removeTree(let k): resolved.append((try store.writeTarget(k, .removeTree), .removeTree))
         }
       }
-      if store.schema != nil { for (t, op) in resolved { try checkSchema(t, op) } }
       let access = gate.writeAccess
       switch access {
       case .refused: throw Rules.noTransaction(resolved[0].1, resolved[0].0.keypath)
@@ -79,8 +80,7 @@ extension Bus {
   /// value's (SPEC §5: stability is checked before the equal-value test).
   func checkWrite(_ keypath: String) throws(OrdoError) {
     try withGate { () throws(OrdoError) in
-      let t = try store.target(keypath)
-      if store.schema != nil { try checkSchema(t, .touch) }
+      let t = try store.writeTarget(keypath, .touch)
       switch gate.writeAccess {
       case .refused: throw Rules.noTransaction(.touch, keypath)
       case .free: break

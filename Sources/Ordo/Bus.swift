@@ -268,7 +268,7 @@ public final class Bus: @unchecked Sendable {
   ///   and inside a callback ``OrdoError/Code/contractViolation`` or
   ///   ``OrdoError/Code/stability``.
   public func set(_ keypath: String, _ value: Value) throws(OrdoError) {
-    try withLock { () throws(OrdoError) in try write(store.target(keypath), .set(value)) }
+    try withLock { () throws(OrdoError) in try write(store.writeTarget(keypath, .set(value)), .set(value)) }
   }
 
 
@@ -276,7 +276,6 @@ public final class Bus: @unchecked Sendable {
   /// then one apply. Lock held.
   @inline(__always)
   func write(_ t: Target, _ op: WriteOp) throws(OrdoError) {
-    if store.schema != nil { try checkSchema(t, op) }
     if case .set(.string(let s)) = op { try Rules.checkString(s, t) }
     let access = gate.writeAccess
     switch access {

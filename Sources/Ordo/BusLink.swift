@@ -84,20 +84,24 @@ final class BusLink: @unchecked Sendable {
   /// the handle belongs to the bus (a property's node always does). See
   /// `docs/swift.md` for what the typed path costs over the handle path.
   @usableFromInline
-  func set(_ node: UnsafeRawPointer, _ value: Value) throws(OrdoError) {
-    try write(node, .set(value))
+  func set(_ node: UnsafeRawPointer, _ value: Value, _ rule: SchemaRule) throws(OrdoError) {
+    try write(node, .set(value), rule)
   }
 
-  /// A write to a property's node (see ``set(_:_:)``).
+  /// A write to a property's node (see ``set(_:_:_:)``); `rule` is what the
+  /// bus's schema asks of it (``SchemaRule``).
   @inline(__always)
-  func write(_ node: UnsafeRawPointer, _ op: WriteOp) throws(OrdoError) {
+  func write(_ node: UnsafeRawPointer, _ op: WriteOp, _ rule: SchemaRule) throws(OrdoError) {
     let n = NodeRef(property: node)
     // The state's line is asked for first (see ``HandleAddress/set(_:)``).
     fetchEarlyForWrite(node)
     guard let ref else { throw BusLink.gone(property: n) }
     var failure: OrdoError?
     ref._withUnsafeGuaranteedRef { bus in
-      do throws(OrdoError) { try bus.writeProperty(n, op) } catch { failure = error }
+      do throws(OrdoError) {
+        if !rule.admits(op) { try bus.checkSchema(n.node.key, op) }
+        try bus.writeProperty(n, op)
+      } catch { failure = error }
     }
     if let failure { throw failure }
   }

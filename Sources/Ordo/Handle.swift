@@ -33,10 +33,13 @@ public struct Handle: @unchecked Sendable, Hashable, CustomStringConvertible {
   let link: BusLink
   /// Unretained: docs/reliability.md, "Unretained references", row "a handle's node".
   let ref: NodeRef
+  /// What the bus's schema asks of a write through it (``SchemaRule``).
+  let rule: SchemaRule
 
   init(node: KeyNode, link: BusLink) {
     self.link = link
     ref = node.ref
+    rule = node.schemaRule
   }
 
   /// The node, alive as long as the handle (see above).
@@ -87,24 +90,29 @@ extension Bus {
     // read it, and one applied now reads it after the lock's atomic
     // operation, which would hold up a load.
     fetchEarlyForWrite(UnsafeRawPointer(handle.ref.state))
-    try writeNode(ref(handle), .set(value))
+    let op = WriteOp.set(value)
+    if !handle.rule.admits(op) { try checkSchema(handle.keypath, op) }
+    try writeNode(ref(handle), op)
   }
 
   /// Marks the handle's keypath changed without a value. Throws like
   /// ``set(_:_:)-(Handle,_)``.
   public func touch(_ handle: Handle) throws(OrdoError) {
+    if !handle.rule.admits(.touch) { try checkSchema(handle.keypath, .touch) }
     try withGate { () throws(OrdoError) in try write(.node(ref(handle)), .touch) }
   }
 
   /// Removes the value of the handle's keypath. Throws like
   /// ``set(_:_:)-(Handle,_)``.
   public func remove(_ handle: Handle) throws(OrdoError) {
+    if !handle.rule.admits(.remove) { try checkSchema(handle.keypath, .remove) }
     try withGate { () throws(OrdoError) in try write(.node(ref(handle)), .remove) }
   }
 
   /// Removes the values of the handle's keypath and its descendants. Throws
   /// like ``removeTree(_:)``.
   public func removeTree(_ handle: Handle) throws(OrdoError) {
+    if !handle.rule.admits(.removeTree) { try checkSchema(handle.keypath, .removeTree) }
     try withGate { () throws(OrdoError) in try write(.node(ref(handle)), .removeTree) }
   }
 
@@ -145,7 +153,7 @@ extension Bus {
     let h = try resolve(keypath)
     // Made under the lock, as a pass makes it; from now on only read.
     withGate { _ = h.ref.cKey }
-    return HandleAddress(h.ref)
+    return HandleAddress(h.ref, rule: h.rule)
   }
 
   /// Applies the running callback's read rule to a node. Lock held.
@@ -173,20 +181,25 @@ extension Bus {
 /// obeys every rule as ``Handle`` does.
 /// Unretained: docs/reliability.md, "Unretained references", row "a C handle".
 package struct HandleAddress: Equatable {
-  /// The address, as the bridge hands it out.
+  /// The address, as the bridge hands it out: the state's address (64-byte
+  /// aligned) with the keypath's ``SchemaRule`` in its low four bits, so
+  /// that a write decides what the schema asks without a load.
   package let raw: UnsafeRawPointer
 
-  init(_ ref: NodeRef) { raw = UnsafeRawPointer(ref.state) }
+  init(_ ref: NodeRef, rule: SchemaRule) { raw = UnsafeRawPointer(ref.state) + Int(rule.bits) }
 
   /// The handle at `raw`, an address made by ``Bus/resolveAddress(_:)``.
   package init(raw: UnsafeRawPointer) { self.raw = raw }
 
-  private var ref: NodeRef { NodeRef(property: raw) }
+  /// The state's address.
+  private var address: UnsafeRawPointer { UnsafeRawPointer(bitPattern: UInt(bitPattern: raw) & ~63).unsafelyUnwrapped }
+  private var rule: SchemaRule { SchemaRule(tag: raw) }
+  private var ref: NodeRef { NodeRef(property: address) }
 
   /// The bus's link, borrowed.
   @inline(__always)
   private func withLink<R>(_ body: (BusLink) throws(OrdoError) -> R) throws(OrdoError) -> R {
-    let link = NodeSlab.slab(of: raw)._withUnsafeGuaranteedRef { $0.link.unsafelyUnwrapped }
+    let link = NodeSlab.slab(of: address)._withUnsafeGuaranteedRef { $0.link.unsafelyUnwrapped }
     let result: Result<R, OrdoError> = link._withUnsafeGuaranteedRef { l in Result { () throws(OrdoError) -> R in try body(l) } }
     return try result.get()
   }
@@ -202,17 +215,17 @@ package struct HandleAddress: Equatable {
   @inline(__always)
   package func set(_ value: Value) throws(OrdoError) {
     // ``BusLink/write(_:_:)`` asks for the state's line.
-    try withLink { (l) throws(OrdoError) in try l.write(raw, .set(value)) }
+    try withLink { (l) throws(OrdoError) in try l.write(address, .set(value), rule) }
   }
 
   /// ``Bus/touch(_:)-(Handle)``.
   package func touch() throws(OrdoError) {
-    try withLink { (l) throws(OrdoError) in try l.write(raw, .touch) }
+    try withLink { (l) throws(OrdoError) in try l.write(address, .touch, rule) }
   }
 
   /// ``Bus/remove(_:)-(Handle)``.
   package func remove() throws(OrdoError) {
-    try withLink { (l) throws(OrdoError) in try l.write(raw, .remove) }
+    try withLink { (l) throws(OrdoError) in try l.write(address, .remove, rule) }
   }
 
   /// ``Bus/value(_:)-(Handle)``.

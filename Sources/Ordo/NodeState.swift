@@ -22,10 +22,6 @@ struct NodeState {
   var named = false
   /// A ``Handle`` or ``Property`` names it.
   var pinned = false
-  /// What the bus's schema asks of a write to it (``SchemaRule``), in the
-  /// byte the flags leave free: a write through a handle or a property
-  /// checks it without reaching the node's object.
-  var schemaRule = SchemaRule.none
   /// The contract graph's generation ``readers`` was made in
   /// (``ContractGraph/readers(_:)``); ``NodeState/noGeneration`` for none.
   var readersGeneration = NodeState.noGeneration

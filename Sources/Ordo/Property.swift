@@ -123,9 +123,15 @@ public struct Property<T: PropertyValue>: @unchecked Sendable, Hashable, CustomS
   /// Unretained: docs/reliability.md, "Unretained references", row "a handle's node".
   @usableFromInline let node: UnsafeRawPointer
 
+  /// What the bus's schema asks of a write (``SchemaRule``): checked
+  /// against the declared type when the property was made, so a set of an
+  /// unconstrained keypath asks nothing more.
+  @usableFromInline let rule: SchemaRule
+
   init(node: KeyNode, link: BusLink) {
     self.node = UnsafeRawPointer(node.ref.state)
     self.link = link
+    rule = node.schemaRule
   }
 
   /// The resolved keypath.
@@ -164,15 +170,15 @@ public struct Property<T: PropertyValue>: @unchecked Sendable, Hashable, CustomS
   ///   ``OrdoError/Code/contractViolation``, ``OrdoError/Code/stability``,
   ///   ``OrdoError/Code/invalidArgument`` when the bus is gone.
   @inlinable
-  public func set(_ value: T) throws(OrdoError) { try link.set(node, value.ordoValue) }
+  public func set(_ value: T) throws(OrdoError) { try link.set(node, value.ordoValue, rule) }
 
   /// Marks the keypath changed without changing its value (SPEC §2). Throws
   /// like ``set(_:)``.
-  public func touch() throws(OrdoError) { try link.write(node, .touch) }
+  public func touch() throws(OrdoError) { try link.write(node, .touch, rule) }
 
   /// Removes the value (no change when there is none). Throws like
   /// ``set(_:)``.
-  public func remove() throws(OrdoError) { try link.write(node, .remove) }
+  public func remove() throws(OrdoError) { try link.write(node, .remove, rule) }
 
   /// The keypath's change counter (SPEC §2). Read like ``value``.
   public var counter: UInt64 {

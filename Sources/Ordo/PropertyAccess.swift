@@ -23,7 +23,6 @@ extension Bus {
     // The owner first: only the owner may read the buffer. Full: the
     // locked path below settles first (``Store/holdBack(_:_:)``).
     if let p = WriteBehind.heldValue(op), gate.ownsOpenTransaction, !store.heldWrites.isFull {
-      if store.schema != nil { try checkSchema(.node(node), op) }
       return store.heldWrites.append(node, p)
     }
     // withLock: the write may be held back with the others.

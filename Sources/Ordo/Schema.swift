@@ -258,6 +258,15 @@ public struct Schema: Sendable, Hashable, CustomStringConvertible {
     }
   }
 
+  /// Checks a write of a concrete keypath against the schema: the slow
+  /// path of every write a ``SchemaRule`` does not admit on its own.
+  func checkWrite(_ keypath: String, _ op: WriteOp, segments: [String]? = nil) throws(OrdoError) {
+    let segments = segments ?? keypath.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+    if case .removeTree = op { return try checkTree(keypath, segments) }
+    let i = try resolve(keypath, segments)
+    if case .set(let v) = op { try check(v, at: keypath, declaration: i) }
+  }
+
   /// Whether `removeTree(keypath)` names part of the model: the keypath is
   /// declared or a prefix of a declared keypath.
   func checkTree(_ keypath: String, _ segments: [String]) throws(OrdoError) {
@@ -438,11 +447,16 @@ struct SchemaIndex: Sendable {
   }
 }
 
-/// What a bus's schema asks of a write to one keypath, in one byte that a
-/// node's state keeps (``NodeState/schemaRule``): nothing (no schema), an
-/// undeclared keypath, or its declared type and whether the declaration
-/// constrains values further (then the declaration itself is consulted).
-struct SchemaRule: Equatable {
+/// What a bus's schema asks of a write to one keypath, in one byte: nothing
+/// (no schema), an undeclared keypath, or its declared type and whether the
+/// declaration constrains values further. A node keeps it
+/// (``KeyNode/schemaRule``), and so do the handles and properties made for
+/// it (a C handle in the low bits of its address, ``HandleAddress``): a
+/// write decides from the byte alone when it can (a set of the declared
+/// type to an unconstrained keypath, a touch or removal of a declared
+/// one), and asks the schema otherwise (``Schema/checkWrite(_:_:segments:)``).
+@usableFromInline
+struct SchemaRule: Equatable, Sendable {
   let bits: UInt8
 
   /// No schema: nothing to check.
@@ -452,6 +466,9 @@ struct SchemaRule: Equatable {
   private static let constrained: UInt8 = 8
 
   private init(bits: UInt8) { self.bits = bits }
+
+  /// The rule kept in the low bits of an address aligned to 64 bytes.
+  init(tag address: UnsafeRawPointer) { bits = UInt8(truncatingIfNeeded: UInt(bitPattern: address) & 15) }
 
   /// The rule of a keypath's segments under `schema`.
   init(_ schema: Schema, _ segments: [String]) {
@@ -465,11 +482,14 @@ struct SchemaRule: Equatable {
     bits = type | (constrained ? SchemaRule.constrained : 0)
   }
 
-  /// Whether a write needs no look at the declaration: no schema, or a
-  /// set of a value of the declared, unconstrained type.
+  /// Whether a write needs no look at the schema: no schema, a set of a
+  /// value of the declared type to an unconstrained keypath, a touch or a
+  /// removal of a declared one.
   @inline(__always)
-  func admits(_ value: Value) -> Bool {
-    bits == 0 || bits == SchemaRule.code(value)
+  func admits(_ op: WriteOp) -> Bool {
+    if bits == 0 { return true }
+    if case .set(let v) = op { return bits == SchemaRule.code(v) }
+    return bits & 7 != SchemaRule.undeclared.bits
   }
 
   /// The rule bits a value of `value`'s type meets when unconstrained.

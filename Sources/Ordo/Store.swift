@@ -15,6 +15,10 @@ final class KeyNode {
   var boxed: Value?
   /// Its interned segment ids.
   let ids: [UInt32]
+  /// What the store's schema asks of a write to it, set when the node is
+  /// made (a string write reads it beside ``key``, which its lookup just
+  /// compared; handles and properties copy it when they are made).
+  var schemaRule = SchemaRule.none
   var children: [UInt32: KeyNode] = [:]
   /// The slab its state lives in (retained: a node may outlive its store).
   private let slab: NodeSlab
@@ -191,6 +195,28 @@ final class Store {
     return .new(k, segments: parts, ids: parts.map { segments.lookup($0) })
   }
 
+  /// Resolves a keypath for a write: ``target(_:)``, and with a schema the
+  /// write checked where the keypath is resolved (SPEC §14).
+  @inline(__always)
+  func writeTarget(_ k: String, _ op: WriteOp) throws(OrdoError) -> Target {
+    guard schema != nil else { return try target(k) }
+    return try checkedTarget(k, op)
+  }
+
+  /// ``writeTarget(_:_:)`` with a schema: a node the store has is decided
+  /// by its rule, read beside the key its lookup compared; anything else by
+  /// the schema.
+  @inline(never)
+  private func checkedTarget(_ k: String, _ op: WriteOp) throws(OrdoError) -> Target {
+    if let u = nodes.find(hashString(k, seed: seed), { $0.key == k }) {
+      if !u._withUnsafeGuaranteedRef({ $0.schemaRule.admits(op) }) { try schema!.checkWrite(k, op) }
+      return .node(u._withUnsafeGuaranteedRef { $0.ref })
+    }
+    let parts = try Keypath.parse(k, allowWildcards: false).segments
+    try schema!.checkWrite(k, op, segments: parts)
+    return .new(k, segments: parts, ids: parts.map { segments.lookup($0) })
+  }
+
   /// The node of a target, creating it and its ancestors for a new keypath
   /// (recorded in the journal, so that a rollback or a pass that leaves them
   /// empty prunes them again).
@@ -217,7 +243,7 @@ final class Store {
       }
       let key = i == parts.count - 1 ? k : prefix
       let next = KeyNode(key: key, ids: ids, hash: hashString(key), slab: slab)
-      if let schema { next.ref.state.pointee.schemaRule = SchemaRule(schema, Array(parts[...i])) }
+      if let schema { next.schemaRule = SchemaRule(schema, Array(parts[...i])) }
       node.children[id] = next
       nodes.insert(next)
       journal.created.append(next)

@@ -131,5 +131,8 @@ import Testing
     try bus.commit()
     try bus.replaceSchema(nil)
     try bus.transaction { () throws(OrdoError) in try bus.set("anything", .bool(true)) }
+    // Handles and properties keep the rules they were made with.
+    _ = try bus.resolve("anything")
+    _ = expectError(.invalidArgument, ["handles or properties"]) { try bus.replaceSchema(wider) }
   }
 }
