@@ -77,11 +77,15 @@ import Ordo
 func runProfile(_ workload: String) throws {
   let parts = workload.split(separator: ":")
   let n = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
-  let kind = parts.first ?? ""
+  // `schema-WORKLOAD`: the same on a bus whose schema declares the
+  // workload's keypaths (`model.*.value`, int64).
+  let schema = parts.first?.hasPrefix("schema-") == true
+    ? try Schema(json: #"{"ordo-schema": 1, "keys": {"model.*.value": {"type": "int64"}}}"#) : nil
+  let kind = (parts.first ?? "").dropFirst(schema == nil ? 0 : "schema-".count)
   switch kind {
   case "commit" where n >= 10, "commit-handles" where n >= 10, "commit-typed" where n >= 10:
     let keys = (0..<n).map { "model.item\($0).value" }
-    let bus = Bus()
+    let bus = schema.map(Bus.init(schema:)) ?? Bus()
     let sink = Sink()
     for i in 0..<n { try bus.register(name: "c\(i)", reads: [keys[i]]) { _ in sink.calls &+= 1 } }
     try bus.transaction { for k in keys { try bus.set(k, .int64(-1)) } }
@@ -97,7 +101,7 @@ func runProfile(_ workload: String) throws {
     check(sink.calls == 100_000, "profile \(kind): \(sink.calls) calls")
     progress("profile \(kind):\(n): \(Double(nowNS() - t0) / 10_000) ns per commit")
   case "delivery", "delivery-handles", "delivery-typed":
-    let d = try OrdoDelivery(1_000)
+    let d = try OrdoDelivery(1_000, schema: schema)
     let t: UInt64
     switch kind {
     case "delivery-handles":
@@ -119,7 +123,7 @@ func runProfile(_ workload: String) throws {
     try profiledRegistrations(bus, n, sink)
     progress("profile register:\(n): \(Double(nowNS() - t0) / Double(n)) ns per registration")
   default:
-    eprint("ordo-bench: unknown profile workload \(workload): commit:N, commit-handles:N, commit-typed:N, delivery, delivery-handles, delivery-typed or register:N\n")
+    eprint("ordo-bench: unknown profile workload \(workload): commit:N, commit-handles:N, commit-typed:N, delivery, delivery-handles, delivery-typed or register:N, the first six also as schema-WORKLOAD\n")
     exit(64)
   }
 }

@@ -21,7 +21,8 @@ let usage = """
     --host-bench            the C program publishing its own bus (dbus notify_per_s)
     --profile   run only Ordo's side of one workload, for a profiler:
                 commit:N, commit-handles:N, commit-typed:N, delivery,
-                delivery-handles, delivery-typed, register:N (see Profile.swift)
+                delivery-handles, delivery-typed, register:N; schema-WORKLOAD: the same
+                on a bus with a schema (see Profile.swift)
   """
 
 /// Progress on stderr, so stdout carries only the table.

@@ -90,9 +90,8 @@ extension Bus {
     // read it, and one applied now reads it after the lock's atomic
     // operation, which would hold up a load.
     fetchEarlyForWrite(UnsafeRawPointer(handle.ref.state))
-    let op = WriteOp.set(value)
-    if !handle.rule.admits(op) { try checkSchema(handle.keypath, op) }
-    try writeNode(ref(handle), op)
+    if !handle.rule.admits(value) { try checkSchema(handle.keypath, .set(value)) }
+    try writeNode(ref(handle), .set(value))
   }
 
   /// Marks the handle's keypath changed without a value. Throws like

@@ -487,10 +487,13 @@ struct SchemaRule: Equatable, Sendable {
   /// removal of a declared one.
   @inline(__always)
   func admits(_ op: WriteOp) -> Bool {
-    if bits == 0 { return true }
-    if case .set(let v) = op { return bits == SchemaRule.code(v) }
-    return bits & 7 != SchemaRule.undeclared.bits
+    if case .set(let v) = op { return admits(v) }
+    return bits == 0 || bits & 7 != SchemaRule.undeclared.bits
   }
+
+  /// ``admits(_:)`` for a set of `value`.
+  @inline(__always)
+  func admits(_ value: Value) -> Bool { bits == 0 || bits == SchemaRule.code(value) }
 
   /// The rule bits a value of `value`'s type meets when unconstrained.
   @inline(__always)
