@@ -38,6 +38,14 @@ extension Bus {
     try store.schema?.checkWrite(keypath, op)
   }
 
+  /// Checks a write through a handle or a property of a bus with a
+  /// schema: what its rule does not decide asks the schema. Out of line,
+  /// so that a write on a bus without a schema pays one test.
+  @inline(never)
+  func checkSchema(_ node: NodeRef, _ op: WriteOp, _ rule: SchemaRule) throws(OrdoError) {
+    if !rule.admits(op) { try checkSchema(node.node.key, op) }
+  }
+
   /// Checks a contract's patterns against the schema: each must match a
   /// declared keypath (a typo matches none).
   func checkSchema(_ spec: ContractSpec, reads: [Pattern], writes: [Pattern]) throws(OrdoError) {

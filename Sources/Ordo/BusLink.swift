@@ -98,10 +98,7 @@ final class BusLink: @unchecked Sendable {
     guard let ref else { throw BusLink.gone(property: n) }
     var failure: OrdoError?
     ref._withUnsafeGuaranteedRef { bus in
-      do throws(OrdoError) {
-        if !rule.admits(op) { try bus.checkSchema(n.node.key, op) }
-        try bus.writeProperty(n, op)
-      } catch { failure = error }
+      do throws(OrdoError) { try bus.writeProperty(n, op, rule) } catch { failure = error }
     }
     if let failure { throw failure }
   }

@@ -90,8 +90,7 @@ extension Bus {
     // read it, and one applied now reads it after the lock's atomic
     // operation, which would hold up a load.
     fetchEarlyForWrite(UnsafeRawPointer(handle.ref.state))
-    if !handle.rule.admits(value) { try checkSchema(handle.keypath, .set(value)) }
-    try writeNode(ref(handle), .set(value))
+    try writeNode(ref(handle), .set(value), handle.rule)
   }
 
   /// Marks the handle's keypath changed without a value. Throws like

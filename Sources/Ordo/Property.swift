@@ -123,15 +123,16 @@ public struct Property<T: PropertyValue>: @unchecked Sendable, Hashable, CustomS
   /// Unretained: docs/reliability.md, "Unretained references", row "a handle's node".
   @usableFromInline let node: UnsafeRawPointer
 
-  /// What the bus's schema asks of a write (``SchemaRule``): checked
-  /// against the declared type when the property was made, so a set of an
-  /// unconstrained keypath asks nothing more.
+  /// What the bus's schema asks of a write (``SchemaRule``) once the
+  /// property's type is known: nothing for a keypath declared of that type
+  /// without further constraints, so that its sets cost what they cost
+  /// without a schema.
   @usableFromInline let rule: SchemaRule
 
   init(node: KeyNode, link: BusLink) {
     self.node = UnsafeRawPointer(node.ref.state)
     self.link = link
-    rule = node.schemaRule
+    rule = node.schemaRule.left(byType: T.ordoTypeName)
   }
 
   /// The resolved keypath.

@@ -7,8 +7,8 @@ extension Bus {
   /// check). Inlined into ``BusLink/set(_:_:)``, the one call
   /// ``Property/set(_:)`` makes.
   @inline(__always)
-  func writeProperty(_ node: NodeRef, _ op: WriteOp) throws(OrdoError) {
-    try writeNode(node, op)
+  func writeProperty(_ node: NodeRef, _ op: WriteOp, _ rule: SchemaRule) throws(OrdoError) {
+    try writeNode(node, op, rule)
   }
 
   /// A write to a resolved node (a handle's, a typed property's). In the
@@ -18,8 +18,11 @@ extension Bus {
   /// writes do not wait for one another: the lock's atomic operation waited
   /// for the load of the caller's handle before it, one write after
   /// another. Every other write takes the lock and the one write path.
+  /// `rule` is what the bus's schema asks of the write (``SchemaRule``):
+  /// what it does not decide asks the schema, out of line.
   @inline(__always)
-  func writeNode(_ node: NodeRef, _ op: WriteOp) throws(OrdoError) {
+  func writeNode(_ node: NodeRef, _ op: WriteOp, _ rule: SchemaRule) throws(OrdoError) {
+    if rule.bits != 0 { try checkSchema(node, op, rule) }
     // The owner first: only the owner may read the buffer. Full: the
     // locked path below settles first (``Store/holdBack(_:_:)``).
     if let p = WriteBehind.heldValue(op), gate.ownsOpenTransaction, !store.heldWrites.isFull {

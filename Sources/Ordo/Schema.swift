@@ -467,6 +467,14 @@ struct SchemaRule: Equatable, Sendable {
 
   private init(bits: UInt8) { self.bits = bits }
 
+  /// What is left to check of writes made only with values of type
+  /// `typeName` (a typed property's): nothing when the keypath is declared
+  /// of that type without further constraints.
+  func left(byType typeName: String) -> SchemaRule {
+    guard let type = Schema.ValueType(rawValue: typeName), let i = Schema.ValueType.allCases.firstIndex(of: type) else { return self }
+    return bits == UInt8(i + 1) ? .none : self
+  }
+
   /// The rule kept in the low bits of an address aligned to 64 bytes.
   init(tag address: UnsafeRawPointer) { bits = UInt8(truncatingIfNeeded: UInt(bitPattern: address) & 15) }
 
@@ -487,13 +495,10 @@ struct SchemaRule: Equatable, Sendable {
   /// removal of a declared one.
   @inline(__always)
   func admits(_ op: WriteOp) -> Bool {
-    if case .set(let v) = op { return admits(v) }
-    return bits == 0 || bits & 7 != SchemaRule.undeclared.bits
+    if bits == 0 { return true }
+    if case .set(let v) = op { return bits == SchemaRule.code(v) }
+    return bits & 7 != SchemaRule.undeclared.bits
   }
-
-  /// ``admits(_:)`` for a set of `value`.
-  @inline(__always)
-  func admits(_ value: Value) -> Bool { bits == 0 || bits == SchemaRule.code(value) }
 
   /// The rule bits a value of `value`'s type meets when unconstrained.
   @inline(__always)
