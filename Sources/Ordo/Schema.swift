@@ -33,7 +33,7 @@ public struct Schema: Sendable, Hashable, CustomStringConvertible {
     case string
     /// ``Value/bytes(_:)``.
     case bytes
-    /// No value: the keypath is only touched (``Bus/touch(_:)``).
+    /// No value: the keypath is only touched (``Bus/touch(_:)-(String)``).
     case event
   }
 
