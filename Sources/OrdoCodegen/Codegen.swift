@@ -7,12 +7,19 @@ import Ordo
 public enum Codegen {
   /// A language accessors are generated in.
   public enum Language: String, Sendable, CaseIterable {
-    case swift, c, python
+    /// A `.swift` file of structs made of ``Ordo/Property`` values.
+    case swift
+    /// A C11 and C++ header of static inline functions over `ordo.h`.
+    case c
+    /// A Python module over `ordo.Bus` or `ordo.Client`.
+    case python
   }
 
   /// One generated file: its name and its text.
   public struct File: Sendable, Equatable {
+    /// The file's name, e.g. `PlaylistModel.swift`.
     public let name: String
+    /// The file's text.
     public let text: String
   }
 

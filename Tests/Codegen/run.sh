@@ -1,0 +1,113 @@
+#!/bin/sh
+# The generated accessors in each language (make test-codegen; docs/schema.md,
+# "Generated accessors"):
+#
+#   Tests/Codegen/run.sh WORKDIR ORDOCTL LIBORDO SWIFT_BIN_PATH PYTHON
+#
+# 1. `ordoctl codegen` gives the checked-in files of examples/playlist/
+#    (no stale generated code);
+# 2. removing or retyping playlist.total in the schema makes the Swift and C
+#    examples, which use its accessors, fail to compile (and they compile
+#    with the schema as it is);
+# 3. the C example builds as C11 and as C++ with -Wall -Wextra -Werror and
+#    runs under valgrind, the Python example runs, both printing the
+#    expected lines; the Python accessors' tests run under pytest (over
+#    ordo.Bus, in-process).
+set -eu
+work=$1
+ordoctl=$2
+libordo=$3
+swift_bin=$4
+python=$5
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+example="$root/examples/playlist"
+schema="$root/examples/schema/playlist.json"
+CC=${CC:-cc}
+CXX=${CXX:-c++}
+SWIFTC=${SWIFTC:-swiftc}
+strict="-Wall -Wextra -Werror -pedantic -g"
+
+# 1. The checked-in code is what the generator gives.
+for lang in swift c python; do
+  mkdir -p "$work/gen/$lang"
+  "$ordoctl" codegen --$lang --output "$work/gen/$lang" "$schema" >/dev/null
+done
+diff -u "$example/swift/Sources/playlist/PlaylistModel.swift" "$work/gen/swift/PlaylistModel.swift"
+diff -u "$example/c/playlist_model.h" "$work/gen/c/playlist_model.h"
+diff -u "$example/python/playlist_model.py" "$work/gen/python/playlist_model.py"
+echo "test-codegen: the checked-in accessors of examples/playlist are current"
+
+# 2. A schema without playlist.total, and one where it is a string: the
+#    examples that use its accessors do not compile.
+swift_check() { # DIR: typecheck the Swift example with DIR's accessors
+  "$SWIFTC" -typecheck -swift-version 6 -warnings-as-errors -I "$swift_bin/Modules" -I "$root/Sources/CCacheHint" \
+    "$example/swift/Sources/playlist/main.swift" "$1/PlaylistModel.swift"
+}
+c_check() { # DIR: compile the C example with DIR's header
+  cp "$example/c/playlist.c" "$1/playlist.c"
+  $CC -std=c11 $strict -I "$root/include" -fsyntax-only "$1/playlist.c"
+}
+swift_check "$work/gen/swift"
+c_check "$work/gen/c"
+for change in removed retyped; do
+  "$python" - "$schema" "$work/$change.json" "$change" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+if sys.argv[3] == "removed":
+    del doc["keys"]["playlist.total"]
+else:
+    doc["keys"]["playlist.total"] = {"type": "string"}
+json.dump(doc, open(sys.argv[2], "w"))
+PY
+  for lang in swift c; do
+    mkdir -p "$work/$change/$lang"
+    "$ordoctl" codegen --$lang --name playlist --output "$work/$change/$lang" "$work/$change.json" >/dev/null
+  done
+  if swift_check "$work/$change/swift" >"$work/$change-swift.log" 2>&1; then
+    echo "test-codegen: the Swift example compiles with playlist.total $change" >&2
+    exit 1
+  fi
+  grep -q "error:.*total" "$work/$change-swift.log" || { cat "$work/$change-swift.log" >&2; exit 1; }
+  if c_check "$work/$change/c" >"$work/$change-c.log" 2>&1; then
+    echo "test-codegen: the C example compiles with playlist.total $change" >&2
+    exit 1
+  fi
+  grep -q "error:.*total" "$work/$change-c.log" || { cat "$work/$change-c.log" >&2; exit 1; }
+  echo "test-codegen: with playlist.total $change, the Swift and C examples do not compile:"
+  grep -m1 "error:" "$work/$change-swift.log" | sed 's/^/  | /'
+  grep -m1 "error:" "$work/$change-c.log" | sed 's/^/  | /'
+done
+
+# 3. The C, C++ and Python examples run.
+mkdir -p "$work/lib"
+ln -sf "$libordo" "$work/lib/libordo.so.1"
+ln -sf libordo.so.1 "$work/lib/libordo.so"
+link="-L$work/lib -Wl,-rpath,$work/lib -lordo"
+cat >"$work/expected.txt" <<'OUT'
+after adding 3 tracks: total = 635, title views = 1
+after shortening t2: total = 595, title views = 1
+selected: Drive
+refresh counter = 1
+OUT
+expect() { # NAME OUTPUT: every expected line is in OUTPUT
+  sed 's/^/  | /' "$2"
+  while IFS= read -r line; do
+    grep -qxF "$line" "$2" || { echo "test-codegen: $1 did not print \"$line\"" >&2; exit 1; }
+  done <"$work/expected.txt"
+}
+$CC -std=c11 $strict -I "$root/include" -o "$work/playlist" "$example/c/playlist.c" $link
+cp "$example/c/playlist.c" "$work/playlist.cpp"
+$CXX -std=c++11 $strict -I "$root/include" -I "$example/c" -o "$work/playlist_cxx" "$work/playlist.cpp" $link
+for program in playlist playlist_cxx; do
+  valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
+    --suppressions="$root/Tests/C/valgrind.supp" "$work/$program" "$schema" >"$work/$program.out"
+  echo "test-codegen: examples/playlist/c as $program, under valgrind:"
+  expect "$program" "$work/$program.out"
+done
+PYTHONPATH="$example/python:$root/bindings/python/src" ORDO_LIBRARY="$work/lib/libordo.so.1" "$python" "$example/python/playlist.py" "$schema" >"$work/python.out"
+echo "test-codegen: examples/playlist/python:"
+expect "playlist.py" "$work/python.out"
+cd "$here"
+PYTHONPATH="$example/python:$root/bindings/python/src" ORDO_LIBRARY="$work/lib/libordo.so.1" ORDO_SCHEMA="$schema" \
+  "$python" -m pytest -q -p no:cacheprovider test_codegen_python.py
