@@ -23,7 +23,7 @@ test-codegen: build libordo python-venv
 	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	bin=$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path); \
 	SWIFTC=$(SWIFTC) Tests/Codegen/run.sh "$$tmp" "$$bin/ordoctl" $(CURDIR)/$(LIBORDO) "$$bin" $(CURDIR)/$(PYTHON_VENV)/bin/python
-	python3 examples/playlist/swift/check.py --swift $(SWIFT)
+	python3 examples/playlist/swift/check.py $(SWIFT)
 
 codegen-examples: build
 	@set -e; bin=$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path); \

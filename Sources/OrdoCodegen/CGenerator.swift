@@ -200,28 +200,20 @@ struct CGenerator {
     out.add("    bool any = false;")
     out.add("    memset(out, 0, sizeof *out);")
     for f in fields {
-      out.add("    {")
-      out.indent += 2
-      out.add("char *k = \(prefix)_element_keypath(\"\(c.keypath)\", id, \"\(f.key)\");")
-      out.add("bool stored = false;")
-      out.add("ordo_status st = k != NULL ? ordo_is_stored(m->bus, k, &stored) : ORDO_E_INVALID_ARGUMENT;")
-      out.add("any = any || stored;")
-      let hasDefault = f.d.defaultValue != nil
-      let read: String
-      switch f.d.type {
-      case .string: read = "ordo_get_string(m->bus, k, &out->\(f.name))"
-      case .bytes: read = "ordo_get_bytes(m->bus, k, &out->\(f.name), &out->\(f.name)_len)"
-      default: read = "ordo_get_\(f.d.type.rawValue)(m->bus, k, &out->\(f.name))"
+      element(c, f.key, into: &out, failure: ["\(record)_free(out);", "return st;"]) { out in
+        out.add("bool stored = false;")
+        out.add("ordo_status st = k != NULL ? ordo_is_stored(m->bus, k, &stored) : ORDO_E_INVALID_ARGUMENT;")
+        out.add("any = any || stored;")
+        let hasDefault = f.d.defaultValue != nil
+        let read: String
+        switch f.d.type {
+        case .string: read = "ordo_get_string(m->bus, k, &out->\(f.name))"
+        case .bytes: read = "ordo_get_bytes(m->bus, k, &out->\(f.name), &out->\(f.name)_len)"
+        default: read = "ordo_get_\(f.d.type.rawValue)(m->bus, k, &out->\(f.name))"
+        }
+        out.add("if (st == ORDO_OK\(hasDefault ? "" : " && stored")) st = \(read);")
+        if !hasDefault, Self.scalar(f.d.type) != nil { out.add("out->has_\(f.name) = stored && st == ORDO_OK;") }
       }
-      out.add("if (st == ORDO_OK\(hasDefault ? "" : " && stored")) st = \(read);")
-      if !hasDefault, Self.scalar(f.d.type) != nil { out.add("out->has_\(f.name) = stored && st == ORDO_OK;") }
-      out.add("free(k);")
-      out.add("if (st != ORDO_OK) {")
-      out.add("    \(record)_free(out);")
-      out.add("    return st;")
-      out.add("}")
-      out.indent -= 2
-      out.add("    }")
     }
     out.add("    if (!any) {")
     out.add("        \(record)_free(out);")
@@ -235,32 +227,23 @@ struct CGenerator {
     out.add(" *  has_ false) is removed. Stops at the first failure and returns it. */")
     out.add("static inline ordo_status \(base)_set(const \(prefix) *m, const char *id, const \(record) *r) {")
     for f in fields {
-      out.add("    {")
-      out.indent += 2
-      out.add("char *k = \(prefix)_element_keypath(\"\(c.keypath)\", id, \"\(f.key)\");")
-      out.add("if (k == NULL) return ORDO_E_INVALID_ARGUMENT;")
-      let set: String
-      let present: String?
-      switch f.d.type {
-      case .string:
-        set = "ordo_set_string(m->bus, k, r->\(f.name))"
-        present = "r->\(f.name) != NULL"
-      case .bytes:
-        set = "ordo_set_bytes(m->bus, k, r->\(f.name), r->\(f.name)_len)"
-        present = "r->\(f.name) != NULL"
-      default:
-        set = "ordo_set_\(f.d.type.rawValue)(m->bus, k, r->\(f.name))"
-        present = f.d.defaultValue == nil ? "r->has_\(f.name)" : nil
+      element(c, f.key, into: &out, failure: ["return st;"]) { out in
+        out.add("if (k == NULL) return ORDO_E_INVALID_ARGUMENT;")
+        let set: String
+        let present: String?
+        switch f.d.type {
+        case .string:
+          set = "ordo_set_string(m->bus, k, r->\(f.name))"
+          present = "r->\(f.name) != NULL"
+        case .bytes:
+          set = "ordo_set_bytes(m->bus, k, r->\(f.name), r->\(f.name)_len)"
+          present = "r->\(f.name) != NULL"
+        default:
+          set = "ordo_set_\(f.d.type.rawValue)(m->bus, k, r->\(f.name))"
+          present = f.d.defaultValue == nil ? "r->has_\(f.name)" : nil
+        }
+        out.add("ordo_status st = \(present.map { "\($0) ? \(set) : ordo_remove(m->bus, k)" } ?? set);")
       }
-      if let present {
-        out.add("ordo_status st = \(present) ? \(set) : ordo_remove(m->bus, k);")
-      } else {
-        out.add("ordo_status st = \(set);")
-      }
-      out.add("free(k);")
-      out.add("if (st != ORDO_OK) return st;")
-      out.indent -= 2
-      out.add("    }")
     }
     out.add("    return ORDO_OK;")
     out.add("}")
@@ -273,5 +256,21 @@ struct CGenerator {
     out.add("    free(k);")
     out.add("    return st;")
     out.add("}")
+  }
+
+  /// A block for one field of an element: the field's keypath in `k`,
+  /// `body`'s lines (which set `st`), `k` freed, then `failure` when `st` is
+  /// not ORDO_OK.
+  private func element(_ c: Collection, _ key: String, into out: inout Lines, failure: [String], _ body: (inout Lines) -> Void) {
+    out.add("    {")
+    out.indent += 2
+    out.add("char *k = \(prefix)_element_keypath(\"\(c.keypath)\", id, \"\(key)\");")
+    body(&out)
+    out.add("free(k);")
+    out.add("if (st != ORDO_OK) {")
+    for line in failure { out.add("    " + line) }
+    out.add("}")
+    out.indent -= 2
+    out.add("    }")
   }
 }

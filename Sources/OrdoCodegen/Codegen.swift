@@ -100,19 +100,15 @@ enum Literal {
     return String(repeating: "0", count: max(0, 4 - h.count)) + h
   }
 
-  /// `s` in double quotes: `"` and `\` escaped, other controls and
-  /// non-ASCII written by `unicode`.
+  /// The escapes that Swift, Python and JSON string literals share.
+  static let escapes: [Unicode.Scalar: String] = ["\"": "\\\"", "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"]
+
+  /// `s` in double quotes: `"`, `\` and the usual controls escaped, other
+  /// controls and non-ASCII written by `unicode`.
   static func quoted(_ s: String, unicode: (UInt32) -> String) -> String {
     var out = "\""
     for scalar in s.unicodeScalars {
-      switch scalar {
-      case "\"": out += "\\\""
-      case "\\": out += "\\\\"
-      case "\n": out += "\\n"
-      case "\t": out += "\\t"
-      case "\r": out += "\\r"
-      default: out += scalar.value >= 0x20 && scalar.value < 0x7f ? String(scalar) : unicode(scalar.value)
-      }
+      out += escapes[scalar] ?? (scalar.value >= 0x20 && scalar.value < 0x7f ? String(scalar) : unicode(scalar.value))
     }
     return out + "\""
   }

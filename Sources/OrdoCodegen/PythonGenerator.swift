@@ -139,14 +139,11 @@ struct PythonGenerator {
         if g.path.isEmpty { out.add("access = _Access(bus)") }
         for leaf in g.leaves {
           let d = leaf.declaration
-          let n = Names.snake([leaf.segment])
+          let t = Self.pythonType(d.type)
           out.add("# \(d.summary)")
-          if d.type == .event {
-            out.add("self.\(n) = Event(access, \"\(d.keypath)\")")
-          } else {
-            let t = Self.pythonType(d.type)
-            out.add("self.\(n): Property[\(t)] = Property(access, \"\(d.keypath)\", \(t), \(d.defaultValue.map(Self.literal) ?? "None"))")
-          }
+          out.add("self.\(Names.snake([leaf.segment]))" + (d.type == .event
+            ? " = Event(access, \"\(d.keypath)\")"
+            : ": Property[\(t)] = Property(access, \"\(d.keypath)\", \(t), \(d.defaultValue.map(Self.literal) ?? "None"))"))
         }
         for sub in g.groups { out.add("self.\(Names.snake([sub.segment])) = \(type + Names.upperCamel([sub.segment]))(access)") }
         for c in g.collections { out.add("self.\(Names.snake([c.segment])) = \(type + Names.upperCamel([c.segment]))(access)") }

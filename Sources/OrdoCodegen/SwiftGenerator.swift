@@ -191,9 +191,8 @@ struct SwiftGenerator {
       out.add("public struct Record: Sendable, Hashable {")
       try out.nested { (out: inout Lines) throws(Unsupported) in
         for (name, f) in fields {
-          let d = f.declaration
-          out.add("/// \(d.summary)")
-          out.add("public var \(name): \(Self.swiftType(d.type))\(d.defaultValue == nil ? "?" : "")")
+          out.add("/// \(f.declaration.summary)")
+          out.add("public var \(name): \(Self.swiftType(f.declaration.type))\(f.declaration.defaultValue == nil ? "?" : "")")
         }
         out.add("")
         out.add("/// A record of these fields.")
@@ -207,9 +206,8 @@ struct SwiftGenerator {
         out.add("/// The record of an element's stored values, by keypath relative to the element.")
         out.add("init(_ values: [String: Ordo.Value]) throws(Ordo.OrdoError) {")
         for (name, f) in fields {
-          let d = f.declaration
-          let read = "try recordField(values, \"\(f.relative.joined(separator: "."))\", as: \(Self.swiftType(d.type)).self)"
-          out.add("  \(name) = \(read)\(d.defaultValue.map { " ?? \(Self.literal($0))" } ?? "")")
+          let fallback = f.declaration.defaultValue.map { " ?? \(Self.literal($0))" } ?? ""
+          out.add("  \(name) = try recordField(values, \"\(f.relative.joined(separator: "."))\", as: \(Self.swiftType(f.declaration.type)).self)\(fallback)")
         }
         out.add("}")
       }

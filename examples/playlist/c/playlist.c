@@ -48,6 +48,20 @@ static void titles(ordo_bus *bus, const ordo_notification *note, void *user_data
     ((app *)user_data)->title_views++;
 }
 
+/* Registers a contract reading one pattern. */
+static void contract(ordo_bus *bus, const char *name, const char *reads, const char *const *writes, size_t n_writes,
+                     ordo_callback callback, app *a) {
+    ordo_contract_spec spec = ORDO_CONTRACT_SPEC_INIT;
+    spec.name = name;
+    spec.reads = &reads;
+    spec.n_reads = 1;
+    spec.writes = writes;
+    spec.n_writes = n_writes;
+    spec.callback = callback;
+    spec.user_data = a;
+    check(ordo_register(bus, &spec, NULL), name);
+}
+
 static void add(app *a, const char *id, const char *title, int64_t duration) {
     playlist_model_playlist_tracks_record r;
     memset(&r, 0, sizeof r);
@@ -77,25 +91,9 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    const char *total_reads[] = {PLAYLIST_MODEL_PLAYLIST_TRACKS_TREE};
     const char *total_writes[] = {ordo_handle_keypath(a.m.playlist_total)};
-    ordo_contract_spec spec = ORDO_CONTRACT_SPEC_INIT;
-    spec.name = "total";
-    spec.reads = total_reads;
-    spec.n_reads = 1;
-    spec.writes = total_writes;
-    spec.n_writes = 1;
-    spec.callback = total;
-    spec.user_data = &a;
-    check(ordo_register(bus, &spec, NULL), "register total");
-    const char *title_reads[] = {PLAYLIST_MODEL_PLAYLIST_TRACKS_ANY_TITLE};
-    ordo_contract_spec view = ORDO_CONTRACT_SPEC_INIT;
-    view.name = "titles";
-    view.reads = title_reads;
-    view.n_reads = 1;
-    view.callback = titles;
-    view.user_data = &a;
-    check(ordo_register(bus, &view, NULL), "register titles");
+    contract(bus, "total", PLAYLIST_MODEL_PLAYLIST_TRACKS_TREE, total_writes, 1, total, &a);
+    contract(bus, "titles", PLAYLIST_MODEL_PLAYLIST_TRACKS_ANY_TITLE, NULL, 0, titles, &a);
 
     check(ordo_begin(bus), "begin");
     add(&a, "t1", "Intro", 200);

@@ -175,14 +175,18 @@ static inline ordo_status playlist_model_playlist_tracks_set(const playlist_mode
         if (k == NULL) return ORDO_E_INVALID_ARGUMENT;
         ordo_status st = ordo_set_int64(m->bus, k, r->duration);
         free(k);
-        if (st != ORDO_OK) return st;
+        if (st != ORDO_OK) {
+            return st;
+        }
     }
     {
         char *k = playlist_model_element_keypath("playlist.tracks", id, "title");
         if (k == NULL) return ORDO_E_INVALID_ARGUMENT;
         ordo_status st = r->title != NULL ? ordo_set_string(m->bus, k, r->title) : ordo_remove(m->bus, k);
         free(k);
-        if (st != ORDO_OK) return st;
+        if (st != ORDO_OK) {
+            return st;
+        }
     }
     return ORDO_OK;
 }
