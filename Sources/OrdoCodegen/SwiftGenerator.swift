@@ -186,13 +186,12 @@ struct SwiftGenerator {
       out.add("/// The typed properties of element `id`.")
       out.add("public func element(_ id: String) throws(Ordo.OrdoError) -> Element { try Element(scope.scope(id)) }")
       out.add("")
-      out.add("/// One element's values: a field per declared keypath under `\(c.keypath).*`")
-      out.add("/// (its default, or nil, when it holds none).")
-      out.add("public struct Record: Sendable, Hashable {")
-      try out.nested { (out: inout Lines) throws(Unsupported) in
-        for (name, f) in fields {
-          out.add("/// \(f.declaration.summary)")
-          out.add("public var \(name): \(Self.swiftType(f.declaration.type))\(f.declaration.defaultValue == nil ? "?" : "")")
+      Self.structure(
+        ["One element's values: a field per declared keypath under `\(c.keypath).*`", "(its default, or nil, when it holds none)."],
+        "Record: Sendable, Hashable", into: &out
+      ) { out in
+        Self.members(fields, into: &out) { name, f in
+          (f.declaration.summary, "public var \(name): \(Self.swiftType(f.declaration.type))\(f.declaration.defaultValue == nil ? "?" : "")")
         }
         out.add("")
         out.add("/// A record of these fields.")
@@ -211,28 +210,20 @@ struct SwiftGenerator {
         }
         out.add("}")
       }
-      out.add("}")
       out.add("")
-      out.add("/// The typed properties of one element.")
-      out.add("public struct Element: Sendable {")
-      try out.nested { (out: inout Lines) throws(Unsupported) in
-        for (name, f) in fields {
-          out.add("/// \(f.declaration.summary)")
-          out.add("public let \(name): Ordo.Property<\(Self.swiftType(f.declaration.type))>")
+      Self.structure(["The typed properties of one element."], "Element: Sendable", into: &out) { out in
+        Self.members(fields, into: &out) { name, f in
+          (f.declaration.summary, "public let \(name): Ordo.Property<\(Self.swiftType(f.declaration.type))>")
         }
         out.add("")
         out.add("init(_ scope: Ordo.KeypathScope) throws(Ordo.OrdoError) {")
         for (name, f) in fields { out.add("  \(name) = try scope.property(\"\(f.relative.joined(separator: "."))\")") }
         out.add("}")
       }
-      out.add("}")
       out.add("")
-      out.add("/// The patterns of one field of any element, for contracts.")
-      out.add("public struct AnyElement: Sendable {")
-      try out.nested { (out: inout Lines) throws(Unsupported) in
-        for (name, f) in fields {
-          out.add("/// `\(c.keypath).*.\(f.relative.joined(separator: "."))`")
-          out.add("public let \(name): Ordo.Pattern")
+      Self.structure(["The patterns of one field of any element, for contracts."], "AnyElement: Sendable", into: &out) { out in
+        Self.members(fields, into: &out) { name, f in
+          ("`\(c.keypath).*.\(f.relative.joined(separator: "."))`", "public let \(name): Ordo.Pattern")
         }
         out.add("/// Every keypath of any element: `\(c.keypath).*.**`.")
         out.add("public let tree: Ordo.Pattern")
@@ -242,8 +233,28 @@ struct SwiftGenerator {
         out.add("  tree = try Ordo.Pattern(\"\(c.keypath).*.**\")")
         out.add("}")
       }
-      out.add("}")
     }
+    out.add("}")
+  }
+
+  /// One member per field, each after its documentation line: `line` gives
+  /// both.
+  private static func members(_ fields: [(name: String, field: Field)], into out: inout Lines, _ line: (String, Field) -> (doc: String, member: String)) {
+    for (name, f) in fields {
+      let (doc, member) = line(name, f)
+      out.add("/// " + doc)
+      out.add(member)
+    }
+  }
+
+  /// A public struct: its documentation lines, `public struct <declaration> {`,
+  /// `body`'s lines one level in, `}`.
+  private static func structure(_ doc: [String], _ declaration: String, into out: inout Lines, _ body: (inout Lines) -> Void) {
+    for line in doc { out.add("/// " + line) }
+    out.add("public struct \(declaration) {")
+    out.indent += 1
+    body(&out)
+    out.indent -= 1
     out.add("}")
   }
 }

@@ -2,84 +2,9 @@
 # "Generated accessors"). Do not edit: regenerate it from the schema.
 """Typed accessors for the keypaths of the schema, over ordo.Bus or ordo.Client."""
 from dataclasses import dataclass
-from typing import Any, Dict, Generic, Mapping, Optional, Tuple, TypeVar
+from typing import Any, Optional
 
-import ordo
-
-T = TypeVar("T")
-
-
-class _Access:
-    """Reads and writes of one bus: an ordo.Bus (in-process; a write joins the
-    thread's transaction or makes one) or an ordo.Client (D-Bus; a write is one
-    Commit)."""
-
-    def __init__(self, bus: Any) -> None:
-        self.bus = bus
-        self.native = isinstance(bus, ordo.Bus)
-
-    def get(self, keypath: str) -> Any:
-        return self.bus.get(keypath) if self.native else self.bus.get(keypath).value
-
-    def stored(self, prefix: str, keys: Tuple[str, ...]) -> Dict[str, Any]:
-        """The stored values among prefix.key for keys, by key, read at one moment."""
-        if self.native:
-            with self.bus.transaction():
-                return {k: self.bus.get(prefix + "." + k) for k in keys if self.bus.is_stored(prefix + "." + k)}
-        values = self.bus.snapshot([prefix + ".**"]).values
-        return {k: values[prefix + "." + k] for k in keys if prefix + "." + k in values}
-
-    def write(self, set: Mapping[str, Any] = {}, touch: Tuple[str, ...] = (), remove: Tuple[str, ...] = (),
-              remove_tree: Tuple[str, ...] = ()) -> None:
-        if not self.native:
-            self.bus.commit(set=dict(set), touch=touch, remove=remove + tuple(k + ".**" for k in remove_tree))
-            return
-        with self.bus.transaction():
-            for k, v in set.items():
-                self.bus.set(k, v)
-            for k in touch:
-                self.bus.touch(k)
-            for k in remove:
-                self.bus.remove(k)
-            for k in remove_tree:
-                self.bus.remove_tree(k)
-
-
-def _typed(value: Any, type_: type, keypath: str) -> Any:
-    if type(value) is not type_:
-        raise ordo.TypeMismatch(f"{keypath}: a {type_.__name__} value, not {value!r}")
-    return value
-
-
-class Property(Generic[T]):
-    """One declared keypath holding values of one type."""
-
-    def __init__(self, access: _Access, keypath: str, type_: type, default: Optional[T]) -> None:
-        self._access = access
-        self.keypath = keypath
-        self.type = type_
-        self.default = default
-
-    def get(self) -> T:
-        """The value, the default when none is stored (ordo.NotFound without a default)."""
-        return self._access.get(self.keypath)
-
-    def set(self, value: T) -> None:
-        self._access.write(set={self.keypath: _typed(value, self.type, self.keypath)})
-
-    def remove(self) -> None:
-        self._access.write(remove=(self.keypath,))
-
-
-class Event:
-    """One declared event: a keypath that is only touched."""
-
-    def __init__(self, access: _Access, keypath: str) -> None:
-        self._access = access
-        self.keypath = keypath
-
-    def touch(self) -> None:
-        self._access.write(touch=(self.keypath,))
+from ordo.accessors import Access, Event, Property, typed
 
 
 @dataclass
@@ -100,7 +25,7 @@ class PlaylistModelPlaylistTracks:
     _keys = {"duration": "duration", "title": "title"}
     _types = {"duration": int, "title": str}
 
-    def __init__(self, access: _Access) -> None:
+    def __init__(self, access: Access) -> None:
         self._access = access
 
     def any_element(self, field: str) -> str:
@@ -124,7 +49,7 @@ class PlaylistModelPlaylistTracks:
         prefix = self.keypath + "." + id + "."
         values = {prefix + key: (getattr(record, name), self._types[name]) for name, key in self._keys.items()}
         self._access.write(
-            set={k: _typed(v, t, k) for k, (v, t) in values.items() if v is not None},
+            set={k: typed(v, t, k) for k, (v, t) in values.items() if v is not None},
             remove=tuple(k for k, (v, _) in values.items() if v is None))
 
     def remove(self, id: str) -> None:
@@ -137,7 +62,7 @@ class PlaylistModelPlaylist:
 
     tree = "playlist.**"
 
-    def __init__(self, access: _Access) -> None:
+    def __init__(self, access: Access) -> None:
         # `playlist.cover` (bytes)
         self.cover: Property[bytes] = Property(access, "playlist.cover", bytes, None)
         # `playlist.mode` (string, default "list")
@@ -156,7 +81,7 @@ class PlaylistModelUi:
 
     tree = "ui.**"
 
-    def __init__(self, access: _Access) -> None:
+    def __init__(self, access: Access) -> None:
         # `ui.refresh` (event): asks every view to redraw
         self.refresh = Event(access, "ui.refresh")
 
@@ -167,6 +92,6 @@ class PlaylistModel:
     tree = "**"
 
     def __init__(self, bus: Any) -> None:
-        access = _Access(bus)
+        access = Access(bus)
         self.playlist = PlaylistModelPlaylist(access)
         self.ui = PlaylistModelUi(access)
