@@ -11,8 +11,9 @@
 #    with the schema as it is);
 # 3. the C example builds as C11 and as C++ with -Wall -Wextra -Werror and
 #    runs under valgrind, the Python example runs, both printing the
-#    expected lines; the Python accessors' tests run under pytest (over
-#    ordo.Bus, in-process).
+#    expected lines; the Python accessors' tests run under pytest, over
+#    ordo.Bus (in-process) and ordo.Client (against `ordod --schema` on a
+#    private dbus-daemon).
 set -eu
 work=$1
 ordoctl=$2
@@ -109,5 +110,5 @@ PYTHONPATH="$example/python:$root/bindings/python/src" ORDO_LIBRARY="$work/lib/l
 echo "test-codegen: examples/playlist/python:"
 expect "playlist.py" "$work/python.out"
 cd "$here"
-PYTHONPATH="$example/python:$root/bindings/python/src" ORDO_LIBRARY="$work/lib/libordo.so.1" ORDO_SCHEMA="$schema" \
+PYTHONPATH="$example/python:$root/bindings/python/src" ORDO_LIBRARY="$work/lib/libordo.so.1" ORDO_SCHEMA="$schema" ORDO_BIN="$swift_bin" \
   "$python" -m pytest -q -p no:cacheprovider test_codegen_python.py
