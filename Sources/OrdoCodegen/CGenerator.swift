@@ -5,6 +5,18 @@ import Ordo
 struct CGenerator {
   let model: [String]
 
+  /// The keywords of C and C++, which a struct member may not be named.
+  static let keywords: Set<String> = [
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern", "float", "for",
+    "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct",
+    "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "bool", "true", "false", "class", "delete", "new",
+    "this", "template", "typename", "namespace", "operator", "private", "protected", "public", "virtual", "friend", "try",
+    "catch", "throw", "explicit", "mutable", "using", "export", "and", "or", "not", "xor",
+  ]
+
+  /// A struct member's name for the segments.
+  static func member(_ parts: [String]) -> String { Names.avoiding(keywords, Names.snake(parts)) }
+
   var prefix: String { Names.snake(model) }
 
   /// The C type of a value, as `ordo_handle_get_*` writes it.
@@ -29,7 +41,7 @@ struct CGenerator {
     }
     walk(root)
     try Names.checkDistinct(
-      leaves.map { (Names.snake($0.declaration.keypath.split(separator: ".").map(String.init)), $0.declaration.keypath) }
+      leaves.map { (Self.member($0.declaration.keypath.split(separator: ".").map(String.init)), $0.declaration.keypath) }
         + collections.map { (Names.snake($0.path), $0.keypath) },
       reserved: ["init", "bus", "element_keypath"], in: "the C names")
     let guardName = prefix.uppercased() + "_H"
@@ -123,7 +135,7 @@ struct CGenerator {
     return out.text
   }
 
-  func name(_ leaf: Leaf) -> String { Names.snake(leaf.declaration.keypath.split(separator: ".").map(String.init)) }
+  func name(_ leaf: Leaf) -> String { Self.member(leaf.declaration.keypath.split(separator: ".").map(String.init)) }
 
   private func accessors(_ leaf: Leaf, into out: inout Lines) {
     let d = leaf.declaration
@@ -155,7 +167,7 @@ struct CGenerator {
   private func collection(_ c: Collection, into out: inout Lines) throws(Unsupported) {
     let base = "\(prefix)_\(Names.snake(c.path))"
     let record = "\(base)_record"
-    let fields = c.fields.map { (name: Names.snake($0.relative), key: $0.relative.joined(separator: "."), d: $0.declaration) }
+    let fields = c.fields.map { (name: Self.member($0.relative), key: $0.relative.joined(separator: "."), d: $0.declaration) }
     try Names.checkDistinct(
       fields.map { ($0.name, $0.d.keypath) } + fields.filter { Self.scalar($0.d.type) != nil && $0.d.defaultValue == nil }.map { ("has_" + $0.name, $0.d.keypath) }
         + fields.filter { $0.d.type == .bytes }.map { ($0.name + "_len", $0.d.keypath) },

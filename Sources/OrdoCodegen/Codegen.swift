@@ -29,7 +29,8 @@ public enum Codegen {
   /// `playlist_model.py`).
   ///
   /// - Throws: ``OrdoError/Code/schema`` for a schema shape that has no
-  ///   accessors (the message names the keypath), or an invalid name.
+  ///   accessors (the message names the keypath);
+  ///   ``OrdoError/Code/invalidArgument`` for an invalid name.
   public static func generate(_ schema: Schema, language: Language, name: String) throws(OrdoError) -> [File] {
     let parts = name.split(whereSeparator: { $0 == "_" || $0 == "-" }).map(String.init)
     guard !parts.isEmpty, name.utf8.allSatisfy({ $0 == 0x5f || $0 == 0x2d || (0x30...0x39).contains($0) || (0x41...0x5a).contains($0) || (0x61...0x7a).contains($0) }),

@@ -141,6 +141,10 @@ enum Names {
     return guardDigit(s.isEmpty ? "_" : s)
   }
 
+  /// `name`, or `name_` when it is one of `taken` (a keyword, or a name the
+  /// generated code needs for something else).
+  static func avoiding(_ taken: Set<String>, _ name: String) -> String { taken.contains(name) ? name + "_" : name }
+
   static func capitalized(_ word: String) -> String { word.prefix(1).uppercased() + word.dropFirst() }
 
   static func guardDigit(_ s: String) -> String { s.first!.isNumber ? "_" + s : s }

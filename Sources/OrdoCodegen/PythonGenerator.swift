@@ -5,6 +5,16 @@ import Ordo
 struct PythonGenerator {
   let model: [String]
 
+  /// Python's keywords, which an attribute may not be named.
+  static let keywords: Set<String> = [
+    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del", "elif",
+    "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda", "nonlocal", "not", "or",
+    "pass", "raise", "return", "try", "while", "with", "yield",
+  ]
+
+  /// An attribute's name for the segments.
+  static func member(_ parts: [String]) -> String { Names.avoiding(keywords, Names.snake(parts)) }
+
   static func pythonType(_ t: Schema.ValueType) -> String {
     switch t {
     case .bool: "bool"
@@ -41,8 +51,8 @@ struct PythonGenerator {
 
   private func group(_ g: Group, type: String, into out: inout Lines) throws(Unsupported) {
     try Names.checkDistinct(
-      g.leaves.map { (Names.snake([$0.segment]), $0.declaration.keypath) } + g.groups.map { (Names.snake([$0.segment]), $0.keypath) }
-        + g.collections.map { (Names.snake([$0.segment]), $0.keypath) },
+      g.leaves.map { (Self.member([$0.segment]), $0.declaration.keypath) } + g.groups.map { (Self.member([$0.segment]), $0.keypath) }
+        + g.collections.map { (Self.member([$0.segment]), $0.keypath) },
       reserved: ["tree"], in: g.path.isEmpty ? "the model" : "\"\(g.keypath)\"")
     for sub in g.groups { try group(sub, type: type + Names.upperCamel([sub.segment]), into: &out) }
     for c in g.collections { try collection(c, type: type + Names.upperCamel([c.segment]), into: &out) }
@@ -61,19 +71,19 @@ struct PythonGenerator {
           let d = leaf.declaration
           let t = Self.pythonType(d.type)
           out.add("# \(d.summary)")
-          out.add("self.\(Names.snake([leaf.segment]))" + (d.type == .event
+          out.add("self.\(Self.member([leaf.segment]))" + (d.type == .event
             ? " = Event(access, \"\(d.keypath)\")"
             : ": Property[\(t)] = Property(access, \"\(d.keypath)\", \(t), \(d.defaultValue.map(Self.literal) ?? "None"))"))
         }
-        for sub in g.groups { out.add("self.\(Names.snake([sub.segment])) = \(type + Names.upperCamel([sub.segment]))(access)") }
-        for c in g.collections { out.add("self.\(Names.snake([c.segment])) = \(type + Names.upperCamel([c.segment]))(access)") }
+        for sub in g.groups { out.add("self.\(Self.member([sub.segment])) = \(type + Names.upperCamel([sub.segment]))(access)") }
+        for c in g.collections { out.add("self.\(Self.member([c.segment])) = \(type + Names.upperCamel([c.segment]))(access)") }
         if g.leaves.isEmpty && g.groups.isEmpty && g.collections.isEmpty && !g.path.isEmpty { out.add("del access") }
       }
     }
   }
 
   private func collection(_ c: Collection, type: String, into out: inout Lines) throws(Unsupported) {
-    let fields = c.fields.map { (name: Names.snake($0.relative), key: $0.relative.joined(separator: "."), d: $0.declaration) }
+    let fields = c.fields.map { (name: Self.member($0.relative), key: $0.relative.joined(separator: "."), d: $0.declaration) }
     try Names.checkDistinct(fields.map { ($0.name, $0.d.keypath) }, reserved: [], in: "the record of \"\(c.keypath)\"")
     let record = type + "Record"
     out.add("")

@@ -5,11 +5,12 @@
 #   Tests/Codegen/run.sh WORKDIR ORDOCTL LIBORDO SWIFT_BIN_PATH PYTHON
 #
 # 1. `ordoctl codegen` gives the checked-in files of examples/playlist/
-#    (no stale generated code);
+#    (no stale generated code), and refuses what it cannot generate;
 # 2. removing or retyping playlist.total in the schema makes the Swift and C
 #    examples, which use its accessors, fail to compile (and they compile
 #    with the schema as it is);
-# 3. the C example builds as C11 and as C++ with -Wall -Wextra -Werror and
+# 3. a schema of awkward names gives code that compiles;
+# 4. the C example builds as C11 and as C++ with -Wall -Wextra -Werror and
 #    runs under valgrind, the Python example runs, both printing the
 #    expected lines; the Python accessors' tests run under pytest, over
 #    ordo.Bus (in-process) and ordo.Client (against `ordod --schema` on a
@@ -38,6 +39,16 @@ diff -u "$example/swift/Sources/playlist/PlaylistModel.swift" "$work/gen/swift/P
 diff -u "$example/c/playlist_model.h" "$work/gen/c/playlist_model.h"
 diff -u "$example/python/playlist_model.py" "$work/gen/python/playlist_model.py"
 echo "test-codegen: the checked-in accessors of examples/playlist are current"
+# A usage error is status 2; a shape without accessors is refused (status 1)
+# naming the keypath.
+status=0; "$ordoctl" codegen --swift --c "$schema" 2>/dev/null || status=$?
+[ $status -eq 2 ] || { echo "test-codegen: codegen with two languages exited $status, not 2" >&2; exit 1; }
+printf '{"ordo-schema": 1, "keys": {"a.*": {"type": "bool"}}}' >"$work/values.json"
+if "$ordoctl" codegen --c "$work/values.json" >/dev/null 2>"$work/values.log"; then
+  echo "test-codegen: codegen accepted a collection of plain values" >&2
+  exit 1
+fi
+grep -q '"a.\*" holds a value itself' "$work/values.log" || { cat "$work/values.log" >&2; exit 1; }
 
 # 2. A schema without playlist.total, and one where it is a string: the
 #    examples that use its accessors do not compile.
@@ -80,7 +91,31 @@ PY
   grep -m1 "error:" "$work/$change-c.log" | sed 's/^/  | /'
 done
 
-# 3. The C, C++ and Python examples run.
+# 3. A schema of awkward names (keywords, names of Swift types and modules,
+#    a leading digit, escapes in defaults, "*/" in a description) gives
+#    code that compiles, and Python code that reads the defaults back.
+awkward="$here/awkward.json"
+mkdir -p "$work/awkward"
+for lang in swift c python; do
+  "$ordoctl" codegen --$lang --output "$work/awkward" "$awkward" >/dev/null
+done
+cat >"$work/awkward/main.swift" <<'SWIFT'
+import Ordo
+let m = try AwkwardModel(bus: Bus(schema: try Schema(json: CommandLine.arguments[1])))
+let text: String = try m.string.default_Value
+let record = AwkwardModel.Ordo_.Class.Record(for_: [1], in_: 2, xY: true)
+try m.ordo.class_.set("c1", record)
+print(text, record, try m.ordo.int.value(or: 0), m.xY._2nd, m.type.self_)
+SWIFT
+"$SWIFTC" -typecheck -swift-version 6 -warnings-as-errors -I "$swift_bin/Modules" -I "$root/Sources/CCacheHint" \
+  "$work/awkward/main.swift" "$work/awkward/AwkwardModel.swift"
+printf '#include "awkward_model.h"\nint main(void) { return 0; }\n' >"$work/awkward/use.c"
+$CC -std=c11 $strict -I "$root/include" -fsyntax-only "$work/awkward/use.c"
+cp "$work/awkward/use.c" "$work/awkward/use.cpp"
+$CXX -std=c++11 $strict -I "$root/include" -fsyntax-only "$work/awkward/use.cpp"
+echo "test-codegen: the accessors of Tests/Codegen/awkward.json compile in Swift, C and C++"
+
+# 4. The C, C++ and Python examples run.
 mkdir -p "$work/lib"
 ln -sf "$libordo" "$work/lib/libordo.so.1"
 ln -sf libordo.so.1 "$work/lib/libordo.so"
@@ -107,6 +142,20 @@ for program in playlist playlist_cxx; do
   expect "$program" "$work/$program.out"
 done
 PYTHONPATH="$example/python:$root/bindings/python/src" ORDO_LIBRARY="$work/lib/libordo.so.1" "$python" "$example/python/playlist.py" "$schema" >"$work/python.out"
+PYTHONPATH="$work/awkward:$root/bindings/python/src" ORDO_LIBRARY="$work/lib/libordo.so.1" "$python" - "$awkward" <<'PY'
+import json, sys
+import ordo
+from awkward_model import AwkwardModel, AwkwardModelOrdoClassRecord as Record
+bus = ordo.Bus(schema_file=sys.argv[1])
+m = AwkwardModel(bus)
+want = json.load(open(sys.argv[1]))["keys"]["string.default"]["default"]
+assert m.string.default.get() == m.string.default.default == want, (m.string.default.get(), want)
+assert m.ordo.int.get() == -2 ** 63
+m.ordo.class_.set("c1", Record(x_y=True))
+assert m.ordo.class_.get("c1") == Record(for_=b"\x00\xff", in_=1.5, x_y=True)
+m.x_y._2nd.touch()
+bus.close()
+PY
 echo "test-codegen: examples/playlist/python:"
 expect "playlist.py" "$work/python.out"
 cd "$here"
