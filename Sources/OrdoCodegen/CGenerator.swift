@@ -146,26 +146,56 @@ struct CGenerator {
       out.add("static inline ordo_status \(fn("touch"))(const \(prefix) *m) { return ordo_handle_touch(m->\(n)); }")
       return
     }
-    switch d.type {
-    case .string:
-      out.add("/** Reads the string (its default when none is stored) into *out, freed with ordo_free. */")
-      out.add("static inline ordo_status \(fn("get"))(const \(prefix) *m, char **out) { return ordo_handle_get_string(m->\(n), out); }")
-      out.add("static inline ordo_status \(fn("set"))(const \(prefix) *m, const char *utf8) { return ordo_handle_set_string(m->\(n), utf8); }")
-    case .bytes:
-      out.add("/** Reads the bytes (their default when none are stored) into *out, freed with ordo_free. */")
-      out.add("static inline ordo_status \(fn("get"))(const \(prefix) *m, void **out, size_t *len) { return ordo_handle_get_bytes(m->\(n), out, len); }")
-      out.add("static inline ordo_status \(fn("set"))(const \(prefix) *m, const void *data, size_t len) { return ordo_handle_set_bytes(m->\(n), data, len); }")
-    default:
-      let t = Self.scalar(d.type)!
-      let o = d.type.rawValue
-      out.add("static inline ordo_status \(fn("get"))(const \(prefix) *m, \(t) *out) { return ordo_handle_get_\(o)(m->\(n), out); }")
-      out.add("static inline ordo_status \(fn("set"))(const \(prefix) *m, \(t) value) { return ordo_handle_set_\(o)(m->\(n), value); }")
-    }
+    let (get, set) = Self.valueParameters(d.type)
+    out.add("/** Reads the value (its default when none is stored)\(get.frees). */")
+    out.add("static inline ordo_status \(fn("get"))(const \(prefix) *m, \(get.parameters)) { return ordo_handle_get_\(d.type.rawValue)(m->\(n), \(get.arguments)); }")
+    out.add("static inline ordo_status \(fn("set"))(const \(prefix) *m, \(set.parameters)) { return ordo_handle_set_\(d.type.rawValue)(m->\(n), \(set.arguments)); }")
     out.add("static inline ordo_status \(fn("remove"))(const \(prefix) *m) { return ordo_handle_remove(m->\(n)); }")
+  }
+
+  /// The parameters after the model of a value's get and set, the
+  /// arguments that pass them on to `ordo_*_get_<type>` and
+  /// `ordo_*_set_<type>`, and what the caller frees.
+  static func valueParameters(_ t: Schema.ValueType) -> (get: (parameters: String, arguments: String, frees: String), set: (parameters: String, arguments: String)) {
+    switch t {
+    case .string: (("char **out", "out", " into *out, freed with ordo_free"), ("const char *utf8", "utf8"))
+    case .bytes: (("void **out, size_t *len", "out, len", " into *out, freed with ordo_free"), ("const void *data, size_t len", "data, len"))
+    default: (("\(scalar(t)!) *out", "out", " into *out"), ("\(scalar(t)!) value", "value"))
+    }
+  }
+
+  /// A function of one element of a collection: `k` is its keypath, `call`
+  /// the status.
+  private func elementFunction(_ c: Collection, _ name: String, _ parameters: String, _ call: String, into out: inout Lines) {
+    out.add("static inline ordo_status \(name)(const \(prefix) *m, const char *id\(parameters.isEmpty ? "" : ", " + parameters)) {")
+    out.add("    char *k = \(prefix)_element_keypath(\"\(c.keypath)\", id, NULL);")
+    out.add("    if (k == NULL) return ORDO_E_INVALID_ARGUMENT;")
+    out.add("    ordo_status st = \(call);")
+    out.add("    free(k);")
+    out.add("    return st;")
+    out.add("}")
   }
 
   private func collection(_ c: Collection, into out: inout Lines) throws(Unsupported) {
     let base = "\(prefix)_\(Names.snake(c.path))"
+    defer {
+      out.add("")
+      out.add("/** Removes element id: every value under `\(c.keypath).<id>`. */")
+      elementFunction(c, "\(base)_remove", "", "ordo_remove_tree(m->bus, k)", into: &out)
+    }
+    if let d = c.value {
+      let (get, set) = Self.valueParameters(d.type)
+      out.add("/* The patterns of the collection, for contracts: every element, any element. */")
+      out.add("#define \(base.uppercased())_TREE \"\(c.keypath).**\"")
+      out.add("#define \(base.uppercased())_ANY \"\(c.keypath).*\"")
+      out.add("")
+      out.add("/** Reads the value of element id (its default when none is stored)\(get.frees). */")
+      elementFunction(c, "\(base)_get", get.parameters, "ordo_get_\(d.type.rawValue)(m->bus, k, \(get.arguments))", into: &out)
+      out.add("")
+      out.add("/** Sets the value of element id in the current transaction (or callback). */")
+      elementFunction(c, "\(base)_set", set.parameters, "ordo_set_\(d.type.rawValue)(m->bus, k, \(set.arguments))", into: &out)
+      return
+    }
     let record = "\(base)_record"
     let fields = c.fields.map { (name: Self.member($0.relative), key: $0.relative.joined(separator: "."), d: $0.declaration) }
     try Names.checkDistinct(
@@ -258,15 +288,6 @@ struct CGenerator {
       }
     }
     out.add("    return ORDO_OK;")
-    out.add("}")
-    out.add("")
-    out.add("/** Removes element id: every value under `\(c.keypath).<id>`. */")
-    out.add("static inline ordo_status \(base)_remove(const \(prefix) *m, const char *id) {")
-    out.add("    char *k = \(prefix)_element_keypath(\"\(c.keypath)\", id, NULL);")
-    out.add("    if (k == NULL) return ORDO_E_INVALID_ARGUMENT;")
-    out.add("    ordo_status st = ordo_remove_tree(m->bus, k);")
-    out.add("    free(k);")
-    out.add("    return st;")
     out.add("}")
   }
 

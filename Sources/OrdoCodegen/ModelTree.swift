@@ -32,10 +32,12 @@ struct Group {
   var keypath: String { path.joined(separator: ".") }
 }
 
-/// The elements under `path.*`: records of `fields`.
+/// The elements under `path.*`: records of `fields`, or, when the element
+/// itself is declared, values of `value`.
 struct Collection {
   let path: [String]
   let fields: [Field]
+  let value: Schema.Declaration?
 
   var segment: String { path.last! }
   var keypath: String { path.joined(separator: ".") }
@@ -51,8 +53,8 @@ extension Group {
   ///
   /// - Throws: ``Unsupported`` naming the keypath for a shape without
   ///   accessors: a keypath declared with keypaths under it, a `*` that is
-  ///   not the only child of its parent, an element that holds a value
-  ///   itself, a collection inside an element, an event inside an element.
+  ///   not the only child of its parent, a collection of events, a
+  ///   collection inside an element, an event inside an element.
   static func of(_ schema: Schema) throws(Unsupported) -> Group {
     let trie = Trie()
     for d in schema.declarations { trie.insert(d.keypath.split(separator: ".").map(String.init), d) }
@@ -89,10 +91,15 @@ private final class Trie {
         guard child.children.count == 1 else {
           throw Unsupported(message: "\"\(keypath)\" has both '*' and literal segments under it")
         }
-        if element.declaration != nil { throw Unsupported(message: "\"\(keypath).*\" holds a value itself (records need named fields)") }
+        if let d = element.declaration {
+          guard element.children.isEmpty else { throw Unsupported(message: "\"\(keypath).*\" is declared and has keypaths declared under it") }
+          if d.type == .event { throw Unsupported(message: "\"\(keypath).*\": a collection of events") }
+          g.collections.append(Collection(path: childPath, fields: [], value: d))
+          continue
+        }
         var fields: [Field] = []
         try element.fields([], under: keypath + ".*", into: &fields)
-        g.collections.append(Collection(path: childPath, fields: fields))
+        g.collections.append(Collection(path: childPath, fields: fields, value: nil))
       } else {
         g.groups.append(try child.group(childPath))
       }

@@ -83,6 +83,30 @@ struct PythonGenerator {
   }
 
   private func collection(_ c: Collection, type: String, into out: inout Lines) throws(Unsupported) {
+    if let d = c.value {
+      let t = Self.pythonType(d.type)
+      out.add("")
+      out.add("")
+      out.add("class \(type):")
+      out.add("    \"\"\"The collection `\(c.keypath).*`: values of type \(t) named by an id.\"\"\"")
+      out.add("")
+      out.add("    keypath = \"\(c.keypath)\"")
+      out.add("    tree = \"\(c.keypath).**\"")
+      out.add("    any_element = \"\(c.keypath).*\"")
+      out.add("")
+      out.add("    def __init__(self, access: Access) -> None:")
+      out.add("        self._access = access")
+      out.add("")
+      out.add("    def get(self, id: str) -> \(t):")
+      out.add("        \"\"\"The value of element id, its default when none is stored (ordo.NotFound without one).\"\"\"")
+      out.add("        return self._access.get(self.keypath + \".\" + id)")
+      out.add("")
+      out.add("    def set(self, id: str, value: \(t)) -> None:")
+      out.add("        k = self.keypath + \".\" + id")
+      out.add("        self._access.write(set={k: typed(value, \(t), k)})")
+      removal(c, into: &out)
+      return
+    }
     let fields = c.fields.map { (name: Self.member($0.relative), key: $0.relative.joined(separator: "."), d: $0.declaration) }
     try Names.checkDistinct(fields.map { ($0.name, $0.d.keypath) }, reserved: [], in: "the record of \"\(c.keypath)\"")
     let record = type + "Record"
@@ -140,10 +164,15 @@ struct PythonGenerator {
       out.add("    self._access.write(")
       out.add("        set={k: typed(v, t, k) for k, (v, t) in values.items() if v is not None},")
       out.add("        remove=tuple(k for k, (v, _) in values.items() if v is None))")
-      out.add("")
-      out.add("def remove(self, id: str) -> None:")
-      out.add("    \"\"\"Removes element id: every value under `\(c.keypath).<id>`.\"\"\"")
-      out.add("    self._access.write(remove_tree=(self.keypath + \".\" + id,))")
     }
+    removal(c, into: &out)
+  }
+
+  /// A collection's `remove`.
+  private func removal(_ c: Collection, into out: inout Lines) {
+    out.add("")
+    out.add("    def remove(self, id: str) -> None:")
+    out.add("        \"\"\"Removes element id: every value under `\(c.keypath).<id>`.\"\"\"")
+    out.add("        self._access.write(remove_tree=(self.keypath + \".\" + id,))")
   }
 }

@@ -145,128 +145,171 @@ struct SwiftGenerator {
     let fields = c.fields.map { (name: Self.member($0.relative), field: $0) }
     try Names.checkDistinct(fields.map { ($0.name, $0.field.declaration.keypath) }, reserved: ["tree"], in: "the records of \"\(c.keypath)\"")
     let type = Self.type(c.segment)
-    out.add("/// The collection `\(c.keypath).*`: elements named by an id, each a ``Record``.")
+    // The element's value type, for a collection of values.
+    let valueType = c.value.map { Self.swiftType($0.type) }
+    out.add(valueType.map { "/// The collection `\(c.keypath).*`: values of type `\($0)` named by an id." }
+      ?? "/// The collection `\(c.keypath).*`: elements named by an id, each a ``Record``.")
     out.add("public struct \(type): Sendable {")
     try out.nested { (out: inout Lines) throws(Unsupported) in
       out.add("/// The keypaths under `\(c.keypath)`.")
       out.add("public let scope: Ordo.KeypathScope")
-      out.add("/// The patterns of any element's keypaths, for contracts.")
-      out.add("public let anyElement: AnyElement")
+      if valueType == nil {
+        out.add("/// The patterns of any element's keypaths, for contracts.")
+        out.add("public let anyElement: AnyElement")
+      } else {
+        out.add("/// The pattern of any element: `\(c.keypath).*`.")
+        out.add("public let anyElement: Ordo.Pattern")
+      }
       out.add("/// The pattern of every element: `\(c.keypath).**`.")
       out.add("public let tree: Ordo.Pattern")
-      /// Resolving an element's properties costs a keypath lookup each: done
-      /// once per id, so a record write costs its fields' typed writes.
+      // Resolving an element's properties costs a keypath lookup each: done
+      // once per id, so a record write costs its fields' typed writes.
       out.add("/// The elements' typed properties by id, resolved once per id.")
       out.add("private let resolved = Resolved()")
       out.add("")
       out.add("init(bus: Ordo.Bus) throws(Ordo.OrdoError) {")
       out.add("  scope = try bus.scope(\"\(c.keypath)\")")
-      out.add("  anyElement = try AnyElement()")
+      out.add(valueType == nil ? "  anyElement = try AnyElement()" : "  anyElement = try Ordo.Pattern(\"\(c.keypath).*\")")
       out.add("  tree = try Ordo.Pattern(\"\(c.keypath).**\")")
       out.add("}")
       out.add("")
-      out.add("/// The record of element `id` read at one moment (one snapshot of")
-      out.add("/// `\(c.keypath).<id>.**`), nil when the element holds no value.")
-      out.add("public subscript(_ id: Swift.String) -> Record? {")
-      out.add("  get throws(Ordo.OrdoError) {")
-      out.add("    let values = try scope.scope(id).values()")
-      out.add("    return values.isEmpty ? nil : try Record(values)")
-      out.add("  }")
-      out.add("}")
-      out.add("")
-      out.add("/// Writes every field of element `id` in the current transaction (or")
-      out.add("/// callback): a field equal to its stored value is no change, a nil")
-      out.add("/// field is removed.")
-      out.add("public func set(_ id: Swift.String, _ record: Record) throws(Ordo.OrdoError) {")
-      out.add("  let e = try element(id)")
-      for (name, f) in fields {
-        if f.declaration.defaultValue != nil {
-          out.add("  try e.\(name).set(record.\(name))")
-        } else {
-          out.add("  try writeField(record.\(name), to: e.\(name))")
-        }
+      if let valueType {
+        values(c, valueType, into: &out)
+      } else {
+        records(c, fields, into: &out)
       }
-      out.add("}")
       out.add("")
       out.add("/// Removes element `id`: every value under `\(c.keypath).<id>`.")
       out.add("public func remove(_ id: Swift.String) throws(Ordo.OrdoError) { try scope.scope(id).removeAll() }")
       out.add("")
-      out.add("/// Every element's record by id, read at one moment (one snapshot of")
-      out.add("/// `\(c.keypath).**`).")
-      out.add("public func records() throws(Ordo.OrdoError) -> [Swift.String: Record] {")
-      out.add("  var byElement: [Swift.String: [Swift.String: Ordo.Value]] = [:]")
-      out.add("  for (k, v) in try scope.values() {")
-      out.add("    guard let dot = k.firstIndex(of: \".\") else { continue }")
-      out.add("    byElement[Swift.String(k[..<dot]), default: [:]][Swift.String(k[k.index(after: dot)...])] = v")
-      out.add("  }")
-      out.add("  var out: [Swift.String: Record] = [:]")
-      out.add("  for (id, values) in byElement { out[id] = try Record(values) }")
-      out.add("  return out")
-      out.add("}")
-      out.add("")
-      out.add("/// The typed properties of element `id` (resolved on the first call for")
+      let element = valueType.map { "Ordo.Property<\($0)>" } ?? "Element"
+      out.add("/// The typed propert\(valueType == nil ? "ies" : "y") of element `id` (resolved on the first call for")
       out.add("/// `id`, then kept).")
-      out.add("public func element(_ id: Swift.String) throws(Ordo.OrdoError) -> Element {")
+      out.add("public func element(_ id: Swift.String) throws(Ordo.OrdoError) -> \(element) {")
       out.add("  if let e = resolved.elements.withLock({ $0[id] }) { return e }")
-      out.add("  let e = try Element(scope.scope(id))")
+      out.add(valueType == nil ? "  let e = try Element(scope.scope(id))" : "  let e: \(element) = try scope.property(id)")
       out.add("  resolved.elements.withLock { $0[id] = e }")
       out.add("  return e")
       out.add("}")
       out.add("")
       out.add("/// The elements' properties resolved so far, shared by copies of the collection.")
       out.add("final class Resolved: Sendable {")
-      out.add("  let elements = Mutex<[Swift.String: Element]>([:])")
+      out.add("  let elements = Mutex<[Swift.String: \(element)]>([:])")
       out.add("}")
-      out.add("")
-      Self.structure(
-        ["One element's values: a field per declared keypath under `\(c.keypath).*`", "(its default, or nil, when it holds none)."],
-        "Record: Sendable, Hashable", into: &out
-      ) { out in
-        Self.members(fields, into: &out) { name, f in
-          (f.declaration.summary, "public var \(name): \(Self.swiftType(f.declaration.type))\(f.declaration.defaultValue == nil ? "?" : "")")
-        }
-        out.add("")
-        out.add("/// A record of these fields.")
-        let params = fields.map { name, f in
-          "\(name): \(Self.swiftType(f.declaration.type))" + (f.declaration.defaultValue.map { " = \(Self.literal($0))" } ?? "? = nil")
-        }
-        out.add("public init(\(params.joined(separator: ", "))) {")
-        for (name, _) in fields { out.add("  self.\(name) = \(name)") }
-        out.add("}")
-        out.add("")
-        out.add("/// The record of an element's stored values, by keypath relative to the element.")
-        out.add("init(_ values: [Swift.String: Ordo.Value]) throws(Ordo.OrdoError) {")
-        for (name, f) in fields {
-          let fallback = f.declaration.defaultValue.map { " ?? \(Self.literal($0))" } ?? ""
-          out.add("  \(name) = try recordField(values, \"\(f.relative.joined(separator: "."))\", as: \(Self.swiftType(f.declaration.type)).self)\(fallback)")
-        }
-        out.add("}")
-      }
-      out.add("")
-      Self.structure(["The typed properties of one element."], "Element: Sendable", into: &out) { out in
-        Self.members(fields, into: &out) { name, f in
-          (f.declaration.summary, "public let \(name): Ordo.Property<\(Self.swiftType(f.declaration.type))>")
-        }
-        out.add("")
-        out.add("init(_ scope: Ordo.KeypathScope) throws(Ordo.OrdoError) {")
-        for (name, f) in fields { out.add("  \(name) = try scope.property(\"\(f.relative.joined(separator: "."))\")") }
-        out.add("}")
-      }
-      out.add("")
-      Self.structure(["The patterns of one field of any element, for contracts."], "AnyElement: Sendable", into: &out) { out in
-        Self.members(fields, into: &out) { name, f in
-          ("`\(c.keypath).*.\(f.relative.joined(separator: "."))`", "public let \(name): Ordo.Pattern")
-        }
-        out.add("/// Every keypath of any element: `\(c.keypath).*.**`.")
-        out.add("public let tree: Ordo.Pattern")
-        out.add("")
-        out.add("init() throws(Ordo.OrdoError) {")
-        for (name, f) in fields { out.add("  \(name) = try Ordo.Pattern(\"\(c.keypath).*.\(f.relative.joined(separator: "."))\")") }
-        out.add("  tree = try Ordo.Pattern(\"\(c.keypath).*.**\")")
-        out.add("}")
+      if valueType == nil { recordTypes(c, fields, into: &out) }
+    }
+    out.add("}")
+  }
+
+  /// A collection of values: its element's reads and writes.
+  private func values(_ c: Collection, _ valueType: String, into out: inout Lines) {
+    out.add("/// The value of element `id` (its default when it holds none).")
+    out.add("public subscript(_ id: Swift.String) -> \(valueType)? {")
+    out.add("  get throws(Ordo.OrdoError) { try element(id).value }")
+    out.add("}")
+    out.add("")
+    out.add("/// Sets the value of element `id` in the current transaction (or callback).")
+    out.add("public func set(_ id: Swift.String, _ value: \(valueType)) throws(Ordo.OrdoError) { try element(id).set(value) }")
+    out.add("")
+    out.add("/// Every element's stored value by id, read at one moment (one snapshot of")
+    out.add("/// `\(c.keypath).**`).")
+    out.add("public func values() throws(Ordo.OrdoError) -> [Swift.String: \(valueType)] {")
+    out.add("  let stored = try scope.values()")
+    out.add("  var out: [Swift.String: \(valueType)] = [:]")
+    out.add("  for id in stored.keys where !id.contains(\".\") { out[id] = try recordField(stored, id, as: \(valueType).self) }")
+    out.add("  return out")
+    out.add("}")
+  }
+
+  /// A collection of records: its element's reads and writes.
+  private func records(_ c: Collection, _ fields: [(name: String, field: Field)], into out: inout Lines) {
+    out.add("/// The record of element `id` read at one moment (one snapshot of")
+    out.add("/// `\(c.keypath).<id>.**`), nil when the element holds no value.")
+    out.add("public subscript(_ id: Swift.String) -> Record? {")
+    out.add("  get throws(Ordo.OrdoError) {")
+    out.add("    let values = try scope.scope(id).values()")
+    out.add("    return values.isEmpty ? nil : try Record(values)")
+    out.add("  }")
+    out.add("}")
+    out.add("")
+    out.add("/// Writes every field of element `id` in the current transaction (or")
+    out.add("/// callback): a field equal to its stored value is no change, a nil")
+    out.add("/// field is removed.")
+    out.add("public func set(_ id: Swift.String, _ record: Record) throws(Ordo.OrdoError) {")
+    out.add("  let e = try element(id)")
+    for (name, f) in fields {
+      if f.declaration.defaultValue != nil {
+        out.add("  try e.\(name).set(record.\(name))")
+      } else {
+        out.add("  try writeField(record.\(name), to: e.\(name))")
       }
     }
     out.add("}")
+    out.add("")
+    out.add("/// Every element's record by id, read at one moment (one snapshot of")
+    out.add("/// `\(c.keypath).**`).")
+    out.add("public func records() throws(Ordo.OrdoError) -> [Swift.String: Record] {")
+    out.add("  var byElement: [Swift.String: [Swift.String: Ordo.Value]] = [:]")
+    out.add("  for (k, v) in try scope.values() {")
+    out.add("    guard let dot = k.firstIndex(of: \".\") else { continue }")
+    out.add("    byElement[Swift.String(k[..<dot]), default: [:]][Swift.String(k[k.index(after: dot)...])] = v")
+    out.add("  }")
+    out.add("  var out: [Swift.String: Record] = [:]")
+    out.add("  for (id, values) in byElement { out[id] = try Record(values) }")
+    out.add("  return out")
+    out.add("}")
+  }
+
+  /// A collection of records: its ``Record``, ``Element`` and ``AnyElement`` structs.
+  private func recordTypes(_ c: Collection, _ fields: [(name: String, field: Field)], into out: inout Lines) {
+    out.add("")
+    Self.structure(
+      ["One element's values: a field per declared keypath under `\(c.keypath).*`", "(its default, or nil, when it holds none)."],
+      "Record: Sendable, Hashable", into: &out
+    ) { out in
+      Self.members(fields, into: &out) { name, f in
+        (f.declaration.summary, "public var \(name): \(Self.swiftType(f.declaration.type))\(f.declaration.defaultValue == nil ? "?" : "")")
+      }
+      out.add("")
+      out.add("/// A record of these fields.")
+      let params = fields.map { name, f in
+        "\(name): \(Self.swiftType(f.declaration.type))" + (f.declaration.defaultValue.map { " = \(Self.literal($0))" } ?? "? = nil")
+      }
+      out.add("public init(\(params.joined(separator: ", "))) {")
+      for (name, _) in fields { out.add("  self.\(name) = \(name)") }
+      out.add("}")
+      out.add("")
+      out.add("/// The record of an element's stored values, by keypath relative to the element.")
+      out.add("init(_ values: [Swift.String: Ordo.Value]) throws(Ordo.OrdoError) {")
+      for (name, f) in fields {
+        let fallback = f.declaration.defaultValue.map { " ?? \(Self.literal($0))" } ?? ""
+        out.add("  \(name) = try recordField(values, \"\(f.relative.joined(separator: "."))\", as: \(Self.swiftType(f.declaration.type)).self)\(fallback)")
+      }
+      out.add("}")
+    }
+    out.add("")
+    Self.structure(["The typed properties of one element."], "Element: Sendable", into: &out) { out in
+      Self.members(fields, into: &out) { name, f in
+        (f.declaration.summary, "public let \(name): Ordo.Property<\(Self.swiftType(f.declaration.type))>")
+      }
+      out.add("")
+      out.add("init(_ scope: Ordo.KeypathScope) throws(Ordo.OrdoError) {")
+      for (name, f) in fields { out.add("  \(name) = try scope.property(\"\(f.relative.joined(separator: "."))\")") }
+      out.add("}")
+    }
+    out.add("")
+    Self.structure(["The patterns of one field of any element, for contracts."], "AnyElement: Sendable", into: &out) { out in
+      Self.members(fields, into: &out) { name, f in
+        ("`\(c.keypath).*.\(f.relative.joined(separator: "."))`", "public let \(name): Ordo.Pattern")
+      }
+      out.add("/// Every keypath of any element: `\(c.keypath).*.**`.")
+      out.add("public let tree: Ordo.Pattern")
+      out.add("")
+      out.add("init() throws(Ordo.OrdoError) {")
+      for (name, f) in fields { out.add("  \(name) = try Ordo.Pattern(\"\(c.keypath).*.\(f.relative.joined(separator: "."))\")") }
+      out.add("  tree = try Ordo.Pattern(\"\(c.keypath).*.**\")")
+      out.add("}")
+    }
   }
 
   /// One member per field, each after its documentation line: `line` gives

@@ -43,12 +43,12 @@ echo "test-codegen: the checked-in accessors of examples/playlist are current"
 # naming the keypath.
 status=0; "$ordoctl" codegen --swift --c "$schema" 2>/dev/null || status=$?
 [ $status -eq 2 ] || { echo "test-codegen: codegen with two languages exited $status, not 2" >&2; exit 1; }
-printf '{"ordo-schema": 1, "keys": {"a.*": {"type": "bool"}}}' >"$work/values.json"
-if "$ordoctl" codegen --c "$work/values.json" >/dev/null 2>"$work/values.log"; then
-  echo "test-codegen: codegen accepted a collection of plain values" >&2
+printf '{"ordo-schema": 1, "keys": {"a.*": {"type": "event"}}}' >"$work/events.json"
+if "$ordoctl" codegen --c "$work/events.json" >/dev/null 2>"$work/events.log"; then
+  echo "test-codegen: codegen accepted a collection of events" >&2
   exit 1
 fi
-grep -q '"a.\*" holds a value itself' "$work/values.log" || { cat "$work/values.log" >&2; exit 1; }
+grep -q '"a.\*": a collection of events' "$work/events.log" || { cat "$work/events.log" >&2; exit 1; }
 
 # 2. A schema without playlist.total, and one where it is a string: the
 #    examples that use its accessors do not compile.
@@ -105,7 +105,10 @@ let m = try AwkwardModel(bus: Bus(schema: try Schema(json: CommandLine.arguments
 let text: String = try m.string.default_Value
 let record = AwkwardModel.Ordo_.Class.Record(for_: [1], in_: 2, xY: true)
 try m.ordo.class_.set("c1", record)
-print(text, record, try m.ordo.int.value(or: 0), m.xY._2nd, m.type.self_)
+try m.ordo.list.set("l1", "x")
+let items: [String: String] = try m.ordo.list.values()
+let size: [UInt8]? = try m.ordo.sizes["s1"]
+print(text, record, try m.ordo.int.value(or: 0), m.xY._2nd, m.type.self_, items, size ?? [], m.ordo.list.anyElement)
 SWIFT
 "$SWIFTC" -typecheck -swift-version 6 -warnings-as-errors -I "$swift_bin/Modules" -I "$root/Sources/CCacheHint" \
   "$work/awkward/main.swift" "$work/awkward/AwkwardModel.swift"
@@ -154,6 +157,11 @@ assert m.ordo.int.get() == -2 ** 63
 m.ordo.class_.set("c1", Record(x_y=True))
 assert m.ordo.class_.get("c1") == Record(for_=b"\x00\xff", in_=1.5, x_y=True)
 m.x_y._2nd.touch()
+assert m.ordo.list.get("l1") == "none"
+m.ordo.list.set("l1", "one")
+assert m.ordo.list.get("l1") == "one" and m.ordo.list.any_element == "ordo.list.*"
+m.ordo.list.remove("l1")
+assert not bus.is_stored("ordo.list.l1")
 bus.close()
 PY
 echo "test-codegen: examples/playlist/python:"

@@ -36,7 +36,8 @@ import Testing
   @Test func shapesWithoutAccessorsAreRefused() throws {
     let cases: [(keys: String, message: String)] = [
       (#""a.*.b.*.c": {"type": "bool"}"#, "a collection inside a collection's element"),
-      (#""a.*": {"type": "bool"}"#, "holds a value itself"),
+      (#""a.*": {"type": "event"}"#, "a collection of events"),
+      (#""a.*": {"type": "bool"}, "a.*.b": {"type": "bool"}"#, "\"a.*\" is declared and has keypaths declared under it"),
       (#""a": {"type": "bool"}, "a.b": {"type": "bool"}"#, "is declared and has keypaths declared under it"),
       (#""a.x-y": {"type": "bool"}, "a.x_y": {"type": "bool"}"#, "would both be named"),
       (#""a.tree": {"type": "bool"}"#, "a name \"a\" already uses"),

@@ -61,30 +61,31 @@ static inline ordo_status playlist_model_init(playlist_model *m, ordo_bus *bus, 
 }
 
 /* `playlist.cover` (bytes) */
-/** Reads the bytes (their default when none are stored) into *out, freed with ordo_free. */
+/** Reads the value (its default when none is stored) into *out, freed with ordo_free. */
 static inline ordo_status playlist_model_get_playlist_cover(const playlist_model *m, void **out, size_t *len) { return ordo_handle_get_bytes(m->playlist_cover, out, len); }
 static inline ordo_status playlist_model_set_playlist_cover(const playlist_model *m, const void *data, size_t len) { return ordo_handle_set_bytes(m->playlist_cover, data, len); }
 static inline ordo_status playlist_model_remove_playlist_cover(const playlist_model *m) { return ordo_handle_remove(m->playlist_cover); }
 
 /* `playlist.mode` (string, default "list") */
-/** Reads the string (its default when none is stored) into *out, freed with ordo_free. */
+/** Reads the value (its default when none is stored) into *out, freed with ordo_free. */
 static inline ordo_status playlist_model_get_playlist_mode(const playlist_model *m, char **out) { return ordo_handle_get_string(m->playlist_mode, out); }
 static inline ordo_status playlist_model_set_playlist_mode(const playlist_model *m, const char *utf8) { return ordo_handle_set_string(m->playlist_mode, utf8); }
 static inline ordo_status playlist_model_remove_playlist_mode(const playlist_model *m) { return ordo_handle_remove(m->playlist_mode); }
 
 /* `playlist.selection` (string, default ""): the id of the selected track, empty for none */
-/** Reads the string (its default when none is stored) into *out, freed with ordo_free. */
+/** Reads the value (its default when none is stored) into *out, freed with ordo_free. */
 static inline ordo_status playlist_model_get_playlist_selection(const playlist_model *m, char **out) { return ordo_handle_get_string(m->playlist_selection, out); }
 static inline ordo_status playlist_model_set_playlist_selection(const playlist_model *m, const char *utf8) { return ordo_handle_set_string(m->playlist_selection, utf8); }
 static inline ordo_status playlist_model_remove_playlist_selection(const playlist_model *m) { return ordo_handle_remove(m->playlist_selection); }
 
 /* `playlist.title` (string, default ""): shown in the header */
-/** Reads the string (its default when none is stored) into *out, freed with ordo_free. */
+/** Reads the value (its default when none is stored) into *out, freed with ordo_free. */
 static inline ordo_status playlist_model_get_playlist_title(const playlist_model *m, char **out) { return ordo_handle_get_string(m->playlist_title, out); }
 static inline ordo_status playlist_model_set_playlist_title(const playlist_model *m, const char *utf8) { return ordo_handle_set_string(m->playlist_title, utf8); }
 static inline ordo_status playlist_model_remove_playlist_title(const playlist_model *m) { return ordo_handle_remove(m->playlist_title); }
 
 /* `playlist.total` (int64, default 0): the sum of the tracks' durations (computed data) */
+/** Reads the value (its default when none is stored) into *out. */
 static inline ordo_status playlist_model_get_playlist_total(const playlist_model *m, int64_t *out) { return ordo_handle_get_int64(m->playlist_total, out); }
 static inline ordo_status playlist_model_set_playlist_total(const playlist_model *m, int64_t value) { return ordo_handle_set_int64(m->playlist_total, value); }
 static inline ordo_status playlist_model_remove_playlist_total(const playlist_model *m) { return ordo_handle_remove(m->playlist_total); }

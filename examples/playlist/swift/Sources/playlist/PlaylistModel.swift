@@ -98,9 +98,6 @@ public struct PlaylistModel: Sendable {
         try writeField(record.title, to: e.title)
       }
 
-      /// Removes element `id`: every value under `playlist.tracks.<id>`.
-      public func remove(_ id: Swift.String) throws(Ordo.OrdoError) { try scope.scope(id).removeAll() }
-
       /// Every element's record by id, read at one moment (one snapshot of
       /// `playlist.tracks.**`).
       public func records() throws(Ordo.OrdoError) -> [Swift.String: Record] {
@@ -113,6 +110,9 @@ public struct PlaylistModel: Sendable {
         for (id, values) in byElement { out[id] = try Record(values) }
         return out
       }
+
+      /// Removes element `id`: every value under `playlist.tracks.<id>`.
+      public func remove(_ id: Swift.String) throws(Ordo.OrdoError) { try scope.scope(id).removeAll() }
 
       /// The typed properties of element `id` (resolved on the first call for
       /// `id`, then kept).
