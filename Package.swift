@@ -25,7 +25,9 @@ let package = Package(
     // holder) and the group-commit benchmark.
     .executableTarget(name: "ordo-store-tool", dependencies: ["OrdoStore", "Ordo"]),
     .executableTarget(name: "ordod", dependencies: ["OrdoDBus", "OrdoStore", "Ordo"]),
-    .executableTarget(name: "ordoctl", dependencies: ["OrdoDBus", "Ordo"]),
+    // The generators of typed accessors from a schema (`ordoctl codegen`).
+    .target(name: "OrdoCodegen", dependencies: ["Ordo"]),
+    .executableTarget(name: "ordoctl", dependencies: ["OrdoDBus", "Ordo", "OrdoCodegen"]),
     .target(name: "COrdo", path: "include", publicHeadersPath: "."),
     .target(name: "OrdoC", dependencies: ["Ordo", "COrdo", "OrdoDBus"]),
     .target(name: "OrdoConformance", dependencies: ["Ordo"]),
@@ -35,6 +37,7 @@ let package = Package(
     .testTarget(name: "OrdoTests", dependencies: ["Ordo", "OrdoConformance"]),
     .testTarget(name: "OrdoDBusTests", dependencies: ["OrdoDBus", "Ordo"]),
     .testTarget(name: "OrdoDifferentialTests", dependencies: ["Ordo", "OrdoConformance"]),
+    .testTarget(name: "OrdoCodegenTests", dependencies: ["OrdoCodegen", "Ordo"]),
     .testTarget(name: "OrdoStoreTests", dependencies: ["OrdoStore", "Ordo", "CSQLite", "ordo-store-tool"]),
   ]
 )

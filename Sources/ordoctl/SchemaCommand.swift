@@ -41,6 +41,13 @@ enum SchemaCommand {
   /// Validates a schema file: prints its number of keypaths and exits 0, or
   /// the problem and exits 1.
   static func check(_ file: String) -> Never {
+    out("\(file): a valid schema of \(read(file).declarations.count) keypath(s)")
+    exit(0)
+  }
+
+  /// The schema in `file`; a file that cannot be read or does not validate
+  /// is a failure (exit 1) naming the problem.
+  static func read(_ file: String) -> Schema {
     guard let f = fopen(file, "rb") else { fail("\(file): \(String(cString: strerror(errno)))") }
     var bytes: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 65536)
@@ -51,9 +58,7 @@ enum SchemaCommand {
     }
     fclose(f)
     do throws(OrdoError) {
-      let schema = try Schema(json: bytes)
-      out("\(file): a valid schema of \(schema.declarations.count) keypath(s)")
-      exit(0)
+      return try Schema(json: bytes)
     } catch {
       fail("\(file): \(error.message)")
     }

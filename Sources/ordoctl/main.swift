@@ -46,6 +46,9 @@ let usage = """
     schema [PATTERN…]              the service's schema as a tree: types, defaults,
                                    constraints, descriptions (docs/schema.md)
     schema --check FILE            validate a schema file (no bus needed)
+    codegen --swift|--c|--python [--output DIR] [--name NAME] FILE
+                                   typed accessors generated from a schema file (no bus
+                                   needed; docs/schema.md, "Generated accessors")
 
   values: TYPE:TEXT with TYPE b|bool, x|int64|int, d|double, s|string, ay|bytes (hex),
   e.g. n=int64:5 title=s:Songs ratio=d:0.5 on=b:true raw=ay:00ff; without a known
@@ -373,6 +376,7 @@ case "stats":
 
 case "schema":
   action = SchemaCommand.make(args)
+case "codegen": action = CodegenCommand.make(args)
 
 default:
   fail("unknown command \"\(command)\"\n\(usage)", code: 2)

@@ -1,0 +1,1 @@
+../../examples/playlist/swift/Sources/playlist/PlaylistModel.swift
