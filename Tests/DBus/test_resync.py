@@ -107,7 +107,8 @@ class EpochProperty(DBusTest):
         self.assertEqual(epoch(p), e, "the epoch changes only with the store")
         allp = p.call("GetAll", "s", IFACE, iface=PROPS)[0]
         self.assertEqual(allp["Epoch"], ("s", e))
-        self.assertEqual(sorted(allp), ["Epoch", "Transaction", "Version"])
+        self.assertEqual(sorted(allp), ["Epoch", "Schema", "Transaction", "Version"])
+        self.assertEqual(allp["Schema"], ("s", ""), "without --schema the Schema property is empty")
         self.assertEqual(env.tool("busctl", "--user", "get-property", NAME, PATH, IFACE, "Epoch").stdout.strip(),
                          f's "{e}"')
         self.assertRemoteError("org.freedesktop.DBus.Error.PropertyReadOnly", p.call, "Set", "ssv", IFACE, "Epoch",
