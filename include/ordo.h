@@ -327,16 +327,18 @@ uint64_t    ordo_handle_counter   (ordo_handle *handle);
 
 /** Contract flags (ordo_contract_spec.flags). */
 enum {
-  /** Call the contract once right away with an empty changed list: during
-   *  ordo_register outside a pass (with the last committed transaction id;
-   *  the callback's writes form a transaction of their own, committed when
-   *  it returns — except while the registering thread has a transaction
-   *  open (ordo_begin): then they join that transaction, are committed and
-   *  notified by its outermost ordo_commit or discarded by ordo_rollback,
-   *  and the callback sees its uncommitted writes; docs/semantics.md), or,
-   *  when registered from a callback, at its position later in the running
-   *  pass (ORDO_E_ORDER_CONFLICT if that position is already past).
-   *  note->contract carries the new id before *out_id is written. */
+  /** Call the contract once with an empty changed list: during
+   *  ordo_register outside any transaction (with the last committed
+   *  transaction id; the callback's writes form a transaction of their own,
+   *  committed when it returns); when registered from a callback, at its
+   *  position later in the running pass (ORDO_E_ORDER_CONFLICT if that
+   *  position is already past); while the registering thread has a
+   *  transaction open (ordo_begin), not during ordo_register but once for
+   *  that transaction: at its position in the pass of its outermost
+   *  ordo_commit, or, when the transaction changes nothing or is rolled
+   *  back, at the end of that ordo_commit or ordo_rollback as outside any
+   *  transaction (docs/semantics.md). note->contract carries the new id
+   *  before *out_id is written when the call happens during ordo_register. */
   ORDO_NOTIFY_INITIAL = 1u << 0
 };
 

@@ -2,11 +2,15 @@
 /// told about their calls (failures, traces).
 extension Bus {
   /// Registers a contract (SPEC §4). With ``ContractFlags/notifyInitial`` the
-  /// contract is called once right away: during this call outside a pass
-  /// (its writes then form a transaction of their own, committed when the
-  /// callback returns — or, while this thread has a transaction open, join
-  /// that transaction, committed or rolled back with it), or at its
-  /// position in the running pass.
+  /// contract is called once with an empty `changed` list: during this call
+  /// outside any transaction (its writes then form a transaction of their
+  /// own, committed when the callback returns); at its position in the
+  /// running pass, from a callback; and while this thread has a transaction
+  /// open, not now but once for that transaction — at its position in the
+  /// pass of the outermost ``commit()``, or, when the transaction changes
+  /// nothing or is rolled back, at the end of that `commit` or
+  /// ``rollback()`` as outside a transaction. A view registered while its
+  /// model is being built renders once, with the finished model.
   ///
   /// - Throws: ``OrdoError/Code/invalidArgument`` (empty name, writes on an
   ///   every-transaction contract), ``OrdoError/Code/invalidKeypath``,
