@@ -162,7 +162,8 @@ public final class Bus: @unchecked Sendable {
     let (undo, awaiting) = try withGate { () throws(OrdoError) in
       guard gate.isOwner, case .open = gate.phase else {
         if gate.isOwner && gate.inTransaction {
-          throw OrdoError(.invalidArgument, "rollback inside a contract callback: a notification pass cannot be undone")
+          let name = gate.running.map { "contract \"\($0.name)\"" } ?? "a contract"
+          throw OrdoError(.invalidArgument, "rollback inside the callback of \(name): a notification pass cannot be undone")
         }
         throw OrdoError(.noTransaction, "rollback without a transaction: call begin first")
       }
@@ -237,7 +238,7 @@ public final class Bus: @unchecked Sendable {
   ///   callback.
   public func onRollback(_ action: @escaping @Sendable () -> Void) throws(OrdoError) {
     try withGate { () throws(OrdoError) in
-      guard gate.inTransaction else { throw OrdoError(.noTransaction, "onRollback outside a transaction") }
+      guard gate.inTransaction else { throw OrdoError(.noTransaction, "onRollback outside a transaction: call begin first") }
       if !gate.inPass { store.journal.undo.append(action) }
     }
   }
