@@ -57,9 +57,19 @@ extension Bus {
 
   /// Sets the function told about every callback that fails (a thrown
   /// error), with the contract's name and the transaction id. It runs on the
-  /// committing thread, without the bus's lock.
+  /// committing thread, without the bus's lock. Without a handler each
+  /// failure is written to standard error, at most 10
+  /// lines a second (the next line written says how many were left out).
   public func onFailure(_ handler: (@Sendable (ContractFailure) -> Void)?) {
     withGate { passes.failureHandler = handler }
+  }
+
+  /// What the bus does with a callback's failure besides counting it:
+  /// ``FailurePolicy/report`` (the default) or
+  /// ``FailurePolicy/trapInDebug``.
+  public var failurePolicy: FailurePolicy {
+    get { withGate { passes.failurePolicy } }
+    set { withGate { passes.failurePolicy = newValue } }
   }
 
   /// Sets the function told about every notification pass when it ends

@@ -27,6 +27,9 @@ final class PassRunner {
   /// What the last failed callback threw, described.
   private var lastFailure: String?
   var failureHandler: (@Sendable (ContractFailure) -> Void)?
+  var failurePolicy = FailurePolicy.report
+  /// The failures written to standard error, without a handler.
+  private var failureLog = FailureLog()
   /// Told about every transaction before it commits; a throw discards it.
   var commitHook: ((UInt64, [KeyState]) throws -> Void)?
   /// Told about every pass, after it ends, by key: 0 is the handler of
@@ -457,10 +460,17 @@ final class PassRunner {
     report(ContractFailure(contract: c.id, name: c.name, transaction: txn, message: message))
   }
 
-  /// Tells the failure handler, without the lock. Lock held.
+  /// Tells the failure handler, without the lock, or writes the failure to
+  /// standard error; then applies the failure policy. Lock held.
   func report(_ failure: ContractFailure) {
-    guard let handler = failureHandler else { return }
-    gate.withLockReleased { handler(failure) }
+    if let handler = failureHandler {
+      gate.withLockReleased { handler(failure) }
+    } else if let text = failureLog.lines(for: failure, at: monotonicNS()) {
+      gate.withLockReleased { FailureLog.emit(text) }
+    }
+    if failurePolicy == .trapInDebug {
+      assertionFailure("Ordo: contract \"\(failure.name)\" failed in transaction \(failure.transaction): \(failure.message) (Bus.failurePolicy is .trapInDebug)")
+    }
   }
 
   /// Starts a new pass serial. When the 32 bits run out (after four
