@@ -116,7 +116,10 @@ public final class Bus: @unchecked Sendable {
       case .refused: return .refused
       case .joined: return .joined
       case .outermost:
-        let outcome = passes.runCommit()
+        // Owner-bound contracts of dead owners go before the pass.
+        let swept = link.owned.isEmpty ? [] : sweepDeadOwners().released
+        var outcome = passes.runCommit()
+        outcome.retired += swept
         return .ran(outcome, hooks: passEnded(outcome), awaiting: passes.takeInitialsAwaitingPass())
       }
     }

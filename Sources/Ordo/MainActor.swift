@@ -123,6 +123,22 @@ extension Bus {
     })
   }
 
+  /// ``registerOnMainActor(owner:name:reads:writes:priority:flags:_:)``
+  /// under a name derived from the owner's type, the contract's role and
+  /// the owner's instance number (see
+  /// ``register(owner:role:reads:writes:priority:flags:_:)-(_,_,[String],_,_,_,_)``).
+  ///
+  /// - Throws: like ``register(_:)``.
+  @MainActor
+  @discardableResult
+  public func registerOnMainActor<Owner: AnyObject & Sendable>(
+    owner: Owner, role: String, reads: [String], writes: [String] = [], priority: Int32? = nil,
+    flags: ContractFlags = [], _ body: @escaping @MainActor (Owner, ContractContext) throws -> Void
+  ) throws(OrdoError) -> ContractHandle {
+    try registerOnMainActor(
+      owner: owner, name: contractName(owner: owner, role: role), reads: reads, writes: writes, priority: priority, flags: flags, body)
+  }
+
   /// Registers an owner-bound contract (see
   /// ``register(owner:name:reads:writes:priority:flags:_:)-(_,_,[String],_,_,_,_)``) whose callback
   /// is isolated to the main actor (see
