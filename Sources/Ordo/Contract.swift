@@ -253,7 +253,10 @@ public struct ContractInfo: Sendable, Hashable {
   public let lastTransaction: UInt64
   /// Calls whose callback failed.
   public let failures: UInt64
-  /// Declared read patterns its callbacks never read through the bus.
+  /// Declared read patterns its callbacks never read through the bus: a
+  /// read of a keypath counts for the first read pattern matching it; a
+  /// query by patterns (a snapshot, a scope's values, changes since a
+  /// transaction) for every read pattern it covers or falls under.
   public let unusedReads: [String]
   /// Declared write patterns its callbacks never wrote through.
   public let unusedWrites: [String]

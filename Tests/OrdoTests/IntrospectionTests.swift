@@ -43,6 +43,20 @@ import Testing
     #expect(d.calls == 1)
   }
 
+  /// Reads through a scope's values and a snapshot count as reads of the
+  /// patterns they cover or fall under.
+  @Test func readsThroughScopesAndSnapshotsCount() throws {
+    let bus = Bus()
+    let items = try bus.scope("doc.items")
+    let h = try bus.register(name: "list", reads: ["doc.items.**", "doc.title", "doc.count", "doc.other"]) { (ctx: ContractContext) in
+      _ = try items.values()
+      _ = try ctx.snapshot(["doc.title"])
+      _ = try ctx.bus().changes(since: 0, ["doc.count"])
+    }
+    try bus.transaction { try bus.set("doc.items.1", .int64(1)) }
+    #expect(try #require(bus.contract(h.id)).unusedReads == ["doc.other"])
+  }
+
   @Test func graphIsDOT() throws {
     let bus = Bus()
     try bus.register(name: "view", reads: ["doc"], writes: ["ui.**"], priority: 1) { _ in }
