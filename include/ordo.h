@@ -540,6 +540,30 @@ typedef void (*ordo_trace_callback)(ordo_bus *bus, const ordo_trace *trace, void
  *  (bus NULL). */
 ordo_status ordo_set_trace(ordo_bus *bus, ordo_trace_callback callback, void *user_data);
 
+/** One finding of ordo_lint: contract `later`, placed after `earlier` in
+ *  the pass, has a write pattern that may write what `earlier` reads. Such
+ *  a write fails with ORDO_E_STABILITY at run time; registration refuses
+ *  only concrete writes (ORDO_E_ORDER_CONFLICT), not wildcard ones. */
+typedef struct ordo_lint_finding {
+  const char *earlier;  /* the contract placed first */
+  const char *reads;    /* its read pattern the write may affect */
+  const char *later;    /* the contract placed after it */
+  const char *writes;   /* its write pattern */
+  const char *keypath;  /* an example: allowed by writes, affects reads */
+  const char *message;  /* the finding in one sentence */
+} ordo_lint_finding;
+
+/** Called by ordo_lint once per finding; the finding and its strings are
+ *  valid only during the call. */
+typedef void (*ordo_lint_callback)(const ordo_lint_finding *finding, void *user_data);
+
+/** Lists every pair of registered contracts where a later contract's write
+ *  pattern may write what an earlier contract reads: callback is called
+ *  for each, in pass order, without the bus's lock; *out_count (may be
+ *  NULL) receives how many. Returns ORDO_OK or ORDO_E_INVALID_ARGUMENT
+ *  (bus or callback NULL). */
+ordo_status ordo_lint(ordo_bus *bus, ordo_lint_callback callback, void *user_data, size_t *out_count);
+
 /* ------------------------------------------------------------------------ */
 /* D-Bus                                                                     */
 /* ------------------------------------------------------------------------ */
