@@ -32,13 +32,21 @@ extension Bus {
   /// a contract's write set allows can fail with
   /// ``OrdoError/Code/stability``.
   public func lint() -> [LintFinding] {
-    let list = contracts().map { c in (c, c.reads.compactMap { try? Pattern($0) }, c.writes.compactMap { try? Pattern($0) }) }
+    LintFinding.find(in: contracts().map { ($0.name, $0.reads, $0.writes) })
+  }
+}
+
+extension LintFinding {
+  /// The findings of ``Bus/lint()`` for contracts given in pass order with
+  /// their patterns (for clients that list a bus's contracts remotely).
+  package static func find(in contracts: [(name: String, reads: [String], writes: [String])]) -> [LintFinding] {
+    let list = contracts.map { c in (c.name, c.reads.compactMap { try? Pattern($0) }, c.writes.compactMap { try? Pattern($0) }) }
     var findings: [LintFinding] = []
     for (i, (earlier, reads, _)) in list.enumerated() {
       for (later, _, writes) in list[(i + 1)...] {
         for w in writes {
           for r in reads where w.mayAffect(reader: r) {
-            findings.append(LintFinding(earlier: earlier.name, reads: r.string, later: later.name, writes: w.string, keypath: w.example(affecting: r)))
+            findings.append(LintFinding(earlier: earlier, reads: r.string, later: later, writes: w.string, keypath: w.example(affecting: r)))
           }
         }
       }

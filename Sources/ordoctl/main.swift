@@ -328,6 +328,8 @@ case "trace":
 case "why":
   Devtools(client: client).whyCommand(args)
 
+case "lint": Devtools(client: client).lintCommand(args)
+
 case "stats":
   run { () throws(OrdoRemoteError) in
     for (k, v) in try client.stats() { out("\(k)=\(v)") }
