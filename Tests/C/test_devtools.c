@@ -84,8 +84,9 @@ static void test_lint(void) {
   const char *header_reads[] = {"ui.title"};
   const char *layout_reads[] = {"doc.layout"};
   const char *layout_writes[] = {"ui.**"};
-  ordo_contract_spec header = ORDO_CONTRACT_SPEC_INIT;
-  ordo_contract_spec layout = ORDO_CONTRACT_SPEC_INIT;
+  /* Priority contracts: header first; layout may write all of ui. */
+  ordo_contract_spec header = {sizeof(ordo_contract_spec), "header", header_reads, 1, NULL, 0, 1, 0, view_cb, NULL, NULL};
+  ordo_contract_spec layout = {sizeof(ordo_contract_spec), "layout", layout_reads, 1, layout_writes, 1, 2, 0, view_cb, NULL, NULL};
   struct findings found;
   size_t count = 99;
 
@@ -95,19 +96,7 @@ static void test_lint(void) {
   EXPECT(ORDO_OK, ordo_lint(bus, lint_cb, &found, &count));
   CHECK(count == 0 && found.n == 0);
 
-  header.name = "header";
-  header.reads = header_reads;
-  header.n_reads = 1;
-  header.priority = 1;
-  header.callback = view_cb;
   EXPECT(ORDO_OK, ordo_register(bus, &header, NULL));
-  layout.name = "layout";
-  layout.reads = layout_reads;
-  layout.n_reads = 1;
-  layout.writes = layout_writes;
-  layout.n_writes = 1;
-  layout.priority = 2;
-  layout.callback = view_cb;
   EXPECT(ORDO_OK, ordo_register(bus, &layout, NULL));
 
   EXPECT(ORDO_OK, ordo_lint(bus, lint_cb, &found, &count));
