@@ -31,9 +31,10 @@
  *    notification pass runs. Reads never wait: from a thread that does not
  *    own the running transaction they see the last committed state.
  *  - Callbacks. Contract callbacks run synchronously on the committing
- *    thread, during ordo_commit (or ordo_register, see ORDO_NOTIFY_INITIAL),
- *    and may call back into the bus from that thread: read, write within
- *    their contract, begin/commit (joining the pass), register, unregister.
+ *    thread, during ordo_commit (or ordo_register and ordo_rollback, see
+ *    ORDO_NOTIFY_INITIAL), and may call back into the bus from that thread:
+ *    read, write within their contract, begin/commit (joining the pass),
+ *    register, unregister.
  *  - Contract rules. Inside a callback every read and write is checked
  *    against the running contract: ORDO_E_CONTRACT_VIOLATION for a keypath
  *    outside its sets, ORDO_E_STABILITY for a write that an earlier contract
@@ -171,7 +172,9 @@ ordo_status ordo_begin(ordo_bus *bus);
 ordo_status ordo_commit(ordo_bus *bus, uint64_t *out_txn);
 
 /** Discards every write of the whole (outermost) transaction, whatever the
- *  nesting depth; nothing is notified and no counter changes. The remaining
+ *  nesting depth; nothing is notified and no counter changes (contracts
+ *  registered in it with ORDO_NOTIFY_INITIAL are then called, as if
+ *  registered outside a transaction). The remaining
  *  inner ordo_commit/ordo_rollback calls then return ORDO_E_NO_TRANSACTION.
  *  Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT (bus NULL; or inside a callback:
  *  a pass cannot be undone), or ORDO_E_NO_TRANSACTION. */
