@@ -39,11 +39,20 @@ extension Bus {
       let acquired = gate.acquire()
       defer { if acquired { gate.release() } }
       guard let c = contractGraph.contract(id) else { throw OrdoError(.notFound, "no contract with id \(id) on this bus") }
-      return contractGraph.remove(c, inPass: gate.inPass, deferLevels: passes.hasTransaction)
+      return remove(c)
     }
     // The contract (and what its callback captures) is released here,
     // outside the lock.
     withExtendedLifetime(gone) {}
+  }
+
+  /// Removes a registered contract from the graph, and from the initial
+  /// calls awaiting the open transaction's pass. Returns it, to be released
+  /// without the lock, or nil when the registry keeps it retired until the
+  /// running pass ends. Lock held; the bus owned by the calling thread.
+  func remove(_ c: ContractState) -> ContractState? {
+    if !passes.initialsAwaitingPass.isEmpty { passes.initialsAwaitingPass.removeAll { $0 === c } }
+    return contractGraph.remove(c, inPass: gate.inPass, deferLevels: passes.hasTransaction)
   }
 
   /// Unregisters the contract with this name. Throws

@@ -120,7 +120,7 @@ extension Bus {
       link.owned[id] = nil
       guard let c = contractGraph.contract(id) else { continue }
       count += 1
-      if let gone = contractGraph.remove(c, inPass: gate.inPass, deferLevels: passes.hasTransaction) { released.append(gone) }
+      if let gone = remove(c) { released.append(gone) }
     }
     link.ownerNumbers = link.ownerNumbers.filter { $0.value.owner.object != nil }
     return (count, released)

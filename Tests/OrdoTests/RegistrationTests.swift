@@ -160,4 +160,24 @@ import Testing
     #expect(calls.take() == [Call(name: "sidebar", changed: [], txn: txn)])
     #expect(seen.value.last == .string("Songs"))
   }
+
+  /// A contract registered with an initial call in an open transaction and
+  /// unregistered before its commit is released at once, never called.
+  @Test func anAwaitedInitialCallUnregisteredBeforeTheCommitIsReleasedAtOnce() throws {
+    let bus = Bus()
+    final class Captured: Sendable {}
+    var captured: Captured? = Captured()
+    weak let gone = captured
+    let calls = Box<Int>(0)
+    bus.begin()
+    let h = try bus.register(name: "view", reads: ["doc.title"], flags: .notifyInitial) { [captured] _ in
+      withExtendedLifetime(captured) { calls.value += 1 }
+    }
+    captured = nil
+    try h.unregister()
+    #expect(gone == nil, "released by unregister")
+    try bus.set("doc.title", .string("a"))
+    try bus.commit()
+    #expect(calls.value == 0)
+  }
 }
