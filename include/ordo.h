@@ -31,9 +31,10 @@
  *    notification pass runs. Reads never wait: from a thread that does not
  *    own the running transaction they see the last committed state.
  *  - Callbacks. Contract callbacks run synchronously on the committing
- *    thread, during ordo_commit (or ordo_register, see ORDO_NOTIFY_INITIAL),
- *    and may call back into the bus from that thread: read, write within
- *    their contract, begin/commit (joining the pass), register, unregister.
+ *    thread, during ordo_commit (or ordo_register and ordo_rollback, see
+ *    ORDO_NOTIFY_INITIAL), and may call back into the bus from that thread:
+ *    read, write within their contract, begin/commit (joining the pass),
+ *    register, unregister.
  *  - Contract rules. Inside a callback every read and write is checked
  *    against the running contract: ORDO_E_CONTRACT_VIOLATION for a keypath
  *    outside its sets, ORDO_E_STABILITY for a write that an earlier contract
@@ -210,7 +211,9 @@ ordo_status ordo_begin(ordo_bus *bus);
 ordo_status ordo_commit(ordo_bus *bus, uint64_t *out_txn);
 
 /** Discards every write of the whole (outermost) transaction, whatever the
- *  nesting depth; nothing is notified and no counter changes. The remaining
+ *  nesting depth; nothing is notified and no counter changes (contracts
+ *  registered in it with ORDO_NOTIFY_INITIAL are then called, as if
+ *  registered outside a transaction). The remaining
  *  inner ordo_commit/ordo_rollback calls then return ORDO_E_NO_TRANSACTION.
  *  Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT (bus NULL; or inside a callback:
  *  a pass cannot be undone), or ORDO_E_NO_TRANSACTION. */
@@ -366,16 +369,18 @@ uint64_t    ordo_handle_counter   (ordo_handle *handle);
 
 /** Contract flags (ordo_contract_spec.flags). */
 enum {
-  /** Call the contract once right away with an empty changed list: during
-   *  ordo_register outside a pass (with the last committed transaction id;
-   *  the callback's writes form a transaction of their own, committed when
-   *  it returns — except while the registering thread has a transaction
-   *  open (ordo_begin): then they join that transaction, are committed and
-   *  notified by its outermost ordo_commit or discarded by ordo_rollback,
-   *  and the callback sees its uncommitted writes; docs/semantics.md), or,
-   *  when registered from a callback, at its position later in the running
-   *  pass (ORDO_E_ORDER_CONFLICT if that position is already past).
-   *  note->contract carries the new id before *out_id is written. */
+  /** Call the contract once with an empty changed list: during
+   *  ordo_register outside any transaction (with the last committed
+   *  transaction id; the callback's writes form a transaction of their own,
+   *  committed when it returns); when registered from a callback, at its
+   *  position later in the running pass (ORDO_E_ORDER_CONFLICT if that
+   *  position is already past); while the registering thread has a
+   *  transaction open (ordo_begin), not during ordo_register but once for
+   *  that transaction: at its position in the pass of its outermost
+   *  ordo_commit, or, when the transaction changes nothing or is rolled
+   *  back, at the end of that ordo_commit or ordo_rollback as outside any
+   *  transaction (docs/semantics.md). note->contract carries the new id
+   *  before *out_id is written when the call happens during ordo_register. */
   ORDO_NOTIFY_INITIAL = 1u << 0
 };
 
@@ -576,6 +581,30 @@ typedef void (*ordo_trace_callback)(ordo_bus *bus, const ordo_trace *trace, void
  *  one, passes record nothing. Returns ORDO_OK or ORDO_E_INVALID_ARGUMENT
  *  (bus NULL). */
 ordo_status ordo_set_trace(ordo_bus *bus, ordo_trace_callback callback, void *user_data);
+
+/** One finding of ordo_lint: contract `later`, placed after `earlier` in
+ *  the pass, has a write pattern that may write what `earlier` reads. Such
+ *  a write fails with ORDO_E_STABILITY at run time; registration refuses
+ *  only concrete writes (ORDO_E_ORDER_CONFLICT), not wildcard ones. */
+typedef struct ordo_lint_finding {
+  const char *earlier;  /* the contract placed first */
+  const char *reads;    /* its read pattern the write may affect */
+  const char *later;    /* the contract placed after it */
+  const char *writes;   /* its write pattern */
+  const char *keypath;  /* an example: allowed by writes, affects reads */
+  const char *message;  /* the finding in one sentence */
+} ordo_lint_finding;
+
+/** Called by ordo_lint once per finding; the finding and its strings are
+ *  valid only during the call. */
+typedef void (*ordo_lint_callback)(const ordo_lint_finding *finding, void *user_data);
+
+/** Lists every pair of registered contracts where a later contract's write
+ *  pattern may write what an earlier contract reads: callback is called
+ *  for each, in pass order, without the bus's lock; *out_count (may be
+ *  NULL) receives how many. Returns ORDO_OK or ORDO_E_INVALID_ARGUMENT
+ *  (bus or callback NULL). */
+ordo_status ordo_lint(ordo_bus *bus, ordo_lint_callback callback, void *user_data, size_t *out_count);
 
 /* ------------------------------------------------------------------------ */
 /* D-Bus                                                                     */

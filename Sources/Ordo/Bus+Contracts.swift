@@ -2,11 +2,15 @@
 /// told about their calls (failures, traces).
 extension Bus {
   /// Registers a contract (SPEC §4). With ``ContractFlags/notifyInitial`` the
-  /// contract is called once right away: during this call outside a pass
-  /// (its writes then form a transaction of their own, committed when the
-  /// callback returns — or, while this thread has a transaction open, join
-  /// that transaction, committed or rolled back with it), or at its
-  /// position in the running pass.
+  /// contract is called once with an empty `changed` list: during this call
+  /// outside any transaction (its writes then form a transaction of their
+  /// own, committed when the callback returns); at its position in the
+  /// running pass, from a callback; and while this thread has a transaction
+  /// open, not now but once for that transaction — at its position in the
+  /// pass of the outermost ``commit()``, or, when the transaction changes
+  /// nothing or is rolled back, at the end of that `commit` or
+  /// ``rollback()`` as outside a transaction. A view registered while its
+  /// model is being built renders once, with the finished model.
   ///
   /// - Throws: ``OrdoError/Code/invalidArgument`` (empty name, writes on an
   ///   every-transaction contract), ``OrdoError/Code/invalidKeypath``,
@@ -35,11 +39,20 @@ extension Bus {
       let acquired = gate.acquire()
       defer { if acquired { gate.release() } }
       guard let c = contractGraph.contract(id) else { throw OrdoError(.notFound, "no contract with id \(id) on this bus") }
-      return contractGraph.remove(c, inPass: gate.inPass, deferLevels: passes.hasTransaction)
+      return remove(c)
     }
     // The contract (and what its callback captures) is released here,
     // outside the lock.
     withExtendedLifetime(gone) {}
+  }
+
+  /// Removes a registered contract from the graph, and from the initial
+  /// calls awaiting the open transaction's pass. Returns it, to be released
+  /// without the lock, or nil when the registry keeps it retired until the
+  /// running pass ends. Lock held; the bus owned by the calling thread.
+  func remove(_ c: ContractState) -> ContractState? {
+    if !passes.initialsAwaitingPass.isEmpty { passes.initialsAwaitingPass.removeAll { $0 === c } }
+    return contractGraph.remove(c, inPass: gate.inPass, deferLevels: passes.hasTransaction)
   }
 
   /// Unregisters the contract with this name. Throws
@@ -53,9 +66,19 @@ extension Bus {
 
   /// Sets the function told about every callback that fails (a thrown
   /// error), with the contract's name and the transaction id. It runs on the
-  /// committing thread, without the bus's lock.
+  /// committing thread, without the bus's lock. Without a handler each
+  /// failure is written to standard error, at most 10
+  /// lines a second (the next line written says how many were left out).
   public func onFailure(_ handler: (@Sendable (ContractFailure) -> Void)?) {
     withGate { passes.failureHandler = handler }
+  }
+
+  /// What the bus does with a callback's failure besides counting it:
+  /// ``FailurePolicy/report`` (the default) or
+  /// ``FailurePolicy/trapInDebug``.
+  public var failurePolicy: FailurePolicy {
+    get { withGate { passes.failurePolicy } }
+    set { withGate { passes.failurePolicy = newValue } }
   }
 
   /// Sets the function told about every notification pass when it ends

@@ -23,7 +23,7 @@ extension Bus {
       let acquired = gate.acquire()
       defer { if acquired { gate.release() } }
       guard acquired, case .idle = gate.phase else {
-        throw OrdoError(.invalidArgument, "restore with a transaction open on this thread")
+        throw OrdoError(.invalidArgument, "restore while this thread has a transaction open: commit or roll it back first")
       }
       try store.restore(epoch: epoch, lastTransaction: lastTransaction, keypaths: keypaths)
     }

@@ -103,7 +103,7 @@ public final class Bus: @unchecked Sendable {
   private enum CommitEnding {
     case refused
     case joined
-    case ran(PassRunner.Outcome, hooks: [@Sendable () -> Void])
+    case ran(PassRunner.Outcome, hooks: [@Sendable () -> Void], awaiting: [ContractState])
   }
 
   /// Commits. The outermost commit runs the notification pass and returns
@@ -120,17 +120,24 @@ public final class Bus: @unchecked Sendable {
       case .refused: return .refused
       case .joined: return .joined
       case .outermost:
-        let outcome = passes.runCommit()
-        return .ran(outcome, hooks: passEnded(outcome))
+        // Owner-bound contracts of dead owners go before the pass.
+        let swept = link.owned.isEmpty ? [] : sweepDeadOwners().released
+        var outcome = passes.runCommit()
+        outcome.retired += swept
+        return .ran(outcome, hooks: passEnded(outcome), awaiting: passes.takeInitialsAwaitingPass())
       }
     }
     switch ending {
     case .refused: throw OrdoError(.noTransaction, "commit without a transaction: call begin first")
     case .joined: return 0
-    case .ran(let outcome, let hooks):
+    case .ran(let outcome, let hooks, let awaiting):
       // Contracts unregistered during the pass go now, without the lock.
       withExtendedLifetime(outcome.retired) {}
-      defer { for hook in hooks { hook() } }
+      defer {
+        for hook in hooks { hook() }
+        // Initial calls the transaction did not make: it changed nothing.
+        runAwaitedInitials(awaiting)
+      }
       return try settle(outcome)
     }
   }
@@ -151,25 +158,29 @@ public final class Bus: @unchecked Sendable {
   }
 
   /// Discards every write of the whole (outermost) transaction; nothing is
-  /// notified and no counter changes.
+  /// notified and no counter changes. Contracts registered in it with
+  /// ``ContractFlags/notifyInitial`` are then called as if registered
+  /// outside any transaction.
   ///
   /// - Throws: ``OrdoError/Code/noTransaction`` without a transaction;
   ///   ``OrdoError/Code/invalidArgument`` inside a callback (a pass cannot be
   ///   undone).
   public func rollback() throws(OrdoError) {
-    let undo = try withGate { () throws(OrdoError) in
+    let (undo, awaiting) = try withGate { () throws(OrdoError) in
       guard gate.isOwner, case .open = gate.phase else {
         if gate.isOwner && gate.inTransaction {
-          throw OrdoError(.invalidArgument, "rollback inside a contract callback: a notification pass cannot be undone")
+          let name = gate.running.map { "contract \"\($0.name)\"" } ?? "a contract"
+          throw OrdoError(.invalidArgument, "rollback inside the callback of \(name): a notification pass cannot be undone")
         }
         throw OrdoError(.noTransaction, "rollback without a transaction: call begin first")
       }
       let undo = store.rollback()
       rollbackCount += 1
       gate.finish()
-      return undo
+      return (undo, passes.takeInitialsAwaitingPass())
     }
     for action in undo.reversed() { action() }
+    runAwaitedInitials(awaiting)
   }
 
   /// Runs `body` in a transaction and commits it; when `body` throws, rolls
@@ -234,7 +245,7 @@ public final class Bus: @unchecked Sendable {
   ///   callback.
   public func onRollback(_ action: @escaping @Sendable () -> Void) throws(OrdoError) {
     try withGate { () throws(OrdoError) in
-      guard gate.inTransaction else { throw OrdoError(.noTransaction, "onRollback outside a transaction") }
+      guard gate.inTransaction else { throw OrdoError(.noTransaction, "onRollback outside a transaction: call begin first") }
       if !gate.inPass { store.journal.undo.append(action) }
     }
   }
@@ -301,16 +312,11 @@ public final class Bus: @unchecked Sendable {
   func apply(_ t: Target, _ op: WriteOp, _ access: WriteAccess) {
     let n = store.node(t)
     guard case .contract(let c) = access else {
-      _ = store.apply(n, op, writer: nil)
+      _ = store.apply(n, op)
       return
     }
-    if gate.inPass {
-      if let r = passes.recorder { r.wrote(n.with { $0.key }) }
-      if store.apply(n, op, writer: 0) { passes.scheduleReaders(of: n, after: c) }
-    } else {
-      // An initial call inside an open transaction: remembered, so that
-      // its own writes do not schedule it in that transaction's pass.
-      _ = store.apply(n, op, writer: c.id)
-    }
+    // A callback runs in a pass.
+    if let r = passes.recorder { r.wrote(n.with { $0.key }) }
+    if store.apply(n, op) { passes.scheduleReaders(of: n, after: c) }
   }
 }

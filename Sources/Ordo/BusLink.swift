@@ -28,6 +28,11 @@ final class BusLink: @unchecked Sendable {
   /// The contracts bound to an owner, with a weak reference to it. Bus
   /// lock held.
   var owned: [ContractID: WeakOwner] = [:]
+  /// The instance number of each owner a contract name was derived from
+  /// (``Bus/register(owner:role:reads:writes:priority:flags:_:)-(_,_,[String],_,_,_,_)``),
+  /// by object, and the last number given for each type. Bus lock held.
+  var ownerNumbers: [ObjectIdentifier: (owner: WeakOwner, number: Int)] = [:]
+  var lastOwnerNumber: [String: Int] = [:]
   /// Whether the bus made a handle or a typed property: then the link
   /// keeps their nodes once the bus is gone (bus lock held to set it).
   var keepsPinned = false

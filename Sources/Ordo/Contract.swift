@@ -19,8 +19,10 @@ public struct ContractFlags: OptionSet, Hashable, Sendable {
   public let rawValue: UInt32
   /// Makes flags from their raw bits.
   public init(rawValue: UInt32) { self.rawValue = rawValue }
-  /// Call the contract once right away (SPEC §5): during registration outside
-  /// a pass, or at its position in the running pass.
+  /// Call the contract once with an empty `changed` list (SPEC §5): during
+  /// registration outside any transaction, at its position in the running
+  /// pass, or once for the transaction this thread has open (see
+  /// ``Bus/register(_:)``).
   public static let notifyInitial = ContractFlags(rawValue: 1 << 0)
 }
 
@@ -251,7 +253,10 @@ public struct ContractInfo: Sendable, Hashable {
   public let lastTransaction: UInt64
   /// Calls whose callback failed.
   public let failures: UInt64
-  /// Declared read patterns its callbacks never read through the bus.
+  /// Declared read patterns its callbacks never read through the bus: a
+  /// read of a keypath counts for the first read pattern matching it; a
+  /// query by patterns (a snapshot, a scope's values, changes since a
+  /// transaction) for every read pattern it covers or falls under.
   public let unusedReads: [String]
   /// Declared write patterns its callbacks never wrote through.
   public let unusedWrites: [String]

@@ -27,9 +27,6 @@ enum Phase {
   case idle
   /// A transaction is open outside callbacks, `depth` `begin`s deep.
   case open(depth: Int)
-  /// An initial call made inside an open transaction (`outer` deep): its
-  /// writes join that transaction and its pass.
-  case initial(outer: Int, call: CallFrame)
   /// The notification pass of transaction `txn`, with the callback that
   /// runs now, if any. `txn` is 0 during the initial call that opens a pass
   /// of its own (registration outside any transaction): the pass gets its
@@ -133,7 +130,7 @@ final class Gate {
     guard isOwner else { return .refused }
     switch phase {
     case .open: return .free
-    case .initial(_, let call), .pass(_, let call?): return call.suspended ? .refused : .contract(call.contract.contract)
+    case .pass(_, let call?): return call.suspended ? .refused : .contract(call.contract.contract)
     case .idle, .pass(_, nil): return .refused
     }
   }
@@ -144,7 +141,7 @@ final class Gate {
   var reader: ContractState? {
     guard isOwner else { return nil }
     switch phase {
-    case .initial(_, let call), .pass(_, let call?): return call.suspended ? nil : call.contract.contract
+    case .pass(_, let call?): return call.suspended ? nil : call.contract.contract
     default: return nil
     }
   }
@@ -153,7 +150,7 @@ final class Gate {
   var running: ContractState? {
     guard isOwner else { return nil }
     switch phase {
-    case .initial(_, let call), .pass(_, let call?): return call.contract.contract
+    case .pass(_, let call?): return call.contract.contract
     default: return nil
     }
   }
@@ -187,9 +184,6 @@ final class Gate {
     switch phase {
     case .idle: phase = .open(depth: 1)
     case .open(let d): phase = .open(depth: d + 1)
-    case .initial(let outer, var call):
-      call.depth += 1
-      phase = .initial(outer: outer, call: call)
     case .pass(let txn, var call):
       call?.depth += 1
       phase = .pass(txn: txn, call: call)
@@ -215,11 +209,6 @@ final class Gate {
       if d == 1 { return .outermost }
       phase = .open(depth: d - 1)
       return .joined
-    case .initial(let outer, var call):
-      guard call.depth > 0 else { return .refused }
-      call.depth -= 1
-      phase = .initial(outer: outer, call: call)
-      return .joined
     case .pass(let txn, var call):
       guard let d = call?.depth, d > 0 else { return call == nil ? .joined : .refused }
       call?.depth = d - 1
@@ -234,13 +223,8 @@ final class Gate {
   @inline(__always)
   func call(_ contract: ContractRef, _ body: () -> Void) {
     let previous = phase
-    let frame = CallFrame(contract: contract)
-    switch previous {
-    case .pass(let txn, _): phase = .pass(txn: txn, call: frame)
-    case .open(let d): phase = .initial(outer: d, call: frame)
-    case .initial(let outer, _): phase = .initial(outer: outer, call: frame)
-    case .idle: preconditionFailure("a callback runs in a transaction or a pass")
-    }
+    guard case .pass(let txn, _) = previous else { preconditionFailure("a callback runs in a pass") }
+    phase = .pass(txn: txn, call: CallFrame(contract: contract))
     withLockReleased(body)
     phase = previous
   }
@@ -276,11 +260,6 @@ final class Gate {
   func setSuspended(_ on: Bool) -> Bool? {
     guard isOwner else { return nil }
     switch phase {
-    case .initial(let outer, var call):
-      let was = call.suspended
-      call.suspended = on
-      phase = .initial(outer: outer, call: call)
-      return was
     case .pass(let txn, var call?):
       let was = call.suspended
       call.suspended = on

@@ -4,7 +4,10 @@ extension Bus {
   /// Every registered contract, in pass order.
   public func contracts() -> [ContractInfo] {
     withGate {
-      let sorted = contractGraph.registry.live.sorted { $0.key < $1.key }
+      // An owner-bound contract whose owner is gone is as good as
+      // unregistered: it is never called again.
+      let dead = contractsOfDeadOwners()
+      let sorted = contractGraph.registry.live.filter { !dead.contains($0.id) }.sorted { $0.key < $1.key }
       return sorted.enumerated().map { i, c in
         ContractInfo(
           id: c.id, name: c.name, kind: c.kind, reads: c.reads.map(store.text), writes: c.writes.map(store.text),

@@ -33,9 +33,7 @@ final class Journal {
     var ownValue = false
     /// Touched: news to its readers whatever its value.
     var touched = false
-    /// Written outside callbacks (by the transaction's owner).
-    var external = false
-    /// It has lists in ``Journal/lists`` (rare: removeTree, initial calls).
+    /// It has lists in ``Journal/lists`` (rare: removeTree).
     var hasLists = false
     /// Marks the record once per changed list being built.
     var mark: UInt32 = 0
@@ -49,9 +47,6 @@ final class Journal {
     /// The records of the nodes whose values a removeTree of this keypath
     /// removed (this node's own included when it held one).
     var removed: [Int32] = []
-    /// The contracts whose initial calls wrote it: their own writes do not
-    /// schedule them (SPEC §5.4).
-    var writers: [ContractID] = []
   }
 
   /// Lists by record index.
@@ -137,20 +132,10 @@ final class Journal {
   @inline(__always)
   func removed(_ i: Int) -> [Int32] { records[i].hasLists ? lists[Int32(i)]?.removed ?? [] : [] }
 
-  /// The contracts whose initial calls wrote record `i`'s keypath.
-  @inline(__always)
-  func writers(_ i: Int) -> [ContractID] { records[i].hasLists ? lists[Int32(i)]?.writers ?? [] : [] }
-
   /// Notes that a removeTree of record `i`'s keypath removed record `j`'s value.
   func addRemoved(_ i: Int, _ j: Int) {
     records[i].hasLists = true
     if !lists[Int32(i), default: Lists()].removed.contains(Int32(j)) { lists[Int32(i), default: Lists()].removed.append(Int32(j)) }
-  }
-
-  /// Notes that the initial call of `writer` wrote record `i`'s keypath.
-  func addWriter(_ i: Int, _ writer: ContractID) {
-    records[i].hasLists = true
-    if !lists[Int32(i), default: Lists()].writers.contains(writer) { lists[Int32(i), default: Lists()].writers.append(writer) }
   }
 
   /// Records a write to `n` (or, not `asKeypath`, a value a removeTree of
@@ -158,17 +143,15 @@ final class Journal {
   /// index. A write that alters the node's value calls ``altering(_:to:)``
   /// first and ``altered(_:to:)`` after.
   @inline(__always)
-  func write(_ n: NodeRef, external: Bool, ownValue: Bool, touched: Bool, asKeypath: Bool = true) -> Int {
+  func write(_ n: NodeRef, ownValue: Bool, touched: Bool, asKeypath: Bool = true) -> Int {
     if let i = index(n) {
       if asKeypath { records[i].written = true }
-      if external { records[i].external = true }
       if ownValue { records[i].ownValue = true }
       if touched { records[i].touched = true }
       return i
     }
     var r = Record(node: n)
     r.written = asKeypath
-    r.external = external
     r.ownValue = ownValue
     r.touched = touched
     let i = records.append(r)

@@ -17,6 +17,60 @@ enum MainActorCheck {
   static func prepare() { _ = key }
 
   static var onMainActor: Bool { DispatchQueue.getSpecific(key: key) != nil }
+
+  /// Runs `body` on the main actor: now when the calling code runs there,
+  /// else in a main-actor task, later.
+  static func run(_ body: @escaping @MainActor () -> Void) {
+    if onMainActor { MainActor.assumeIsolated(body) } else { Task { @MainActor in body() } }
+  }
+}
+
+/// The bus's handlers and hooks for main-actor code: each runs its closure
+/// at once when it is called on the main actor (an app that commits on the
+/// main actor), and otherwise in a main-actor task, later (the pass does not
+/// wait for the main actor).
+extension Bus {
+  /// ``onFailure(_:)`` with a handler isolated to the main actor.
+  @MainActor
+  public func onFailureOnMainActor(_ handler: (@MainActor (ContractFailure) -> Void)?) {
+    MainActorCheck.prepare()
+    guard let handler else { return onFailure(nil) }
+    onFailure { failure in MainActorCheck.run { handler(failure) } }
+  }
+
+  /// ``onTrace(_:)`` with a handler isolated to the main actor.
+  @MainActor
+  public func onTraceOnMainActor(_ handler: (@MainActor (PassTrace) -> Void)?) {
+    MainActorCheck.prepare()
+    guard let handler else { return onTrace(nil) }
+    onTrace { trace in MainActorCheck.run { handler(trace) } }
+  }
+
+  /// ``atEndOfPass(_:)`` with a hook isolated to the main actor.
+  @MainActor
+  public func atEndOfPassOnMainActor(_ hook: @escaping @MainActor () -> Void) {
+    MainActorCheck.prepare()
+    atEndOfPass { MainActorCheck.run(hook) }
+  }
+
+  /// ``onRollback(_:)`` with an action isolated to the main actor.
+  ///
+  /// - Throws: like ``onRollback(_:)``.
+  @MainActor
+  public func onRollbackOnMainActor(_ action: @escaping @MainActor () -> Void) throws(OrdoError) {
+    MainActorCheck.prepare()
+    try onRollback { MainActorCheck.run(action) }
+  }
+}
+
+extension ContractContext {
+  /// ``atEndOfPass(_:)`` with a hook isolated to the main actor (see
+  /// ``Bus/atEndOfPassOnMainActor(_:)``).
+  @MainActor
+  public func atEndOfPassOnMainActor(_ hook: @escaping @MainActor () -> Void) throws(OrdoError) {
+    MainActorCheck.prepare()
+    try atEndOfPass { MainActorCheck.run(hook) }
+  }
 }
 
 extension Bus {
@@ -67,6 +121,22 @@ extension Bus {
       }
       try MainActor.assumeIsolated { () throws -> Void in try body(ContractContext(note, link)) }
     })
+  }
+
+  /// ``registerOnMainActor(owner:name:reads:writes:priority:flags:_:)``
+  /// under a name derived from the owner's type, the contract's role and
+  /// the owner's instance number (see
+  /// ``register(owner:role:reads:writes:priority:flags:_:)-(_,_,[String],_,_,_,_)``).
+  ///
+  /// - Throws: like ``register(_:)``.
+  @MainActor
+  @discardableResult
+  public func registerOnMainActor<Owner: AnyObject & Sendable>(
+    owner: Owner, role: String, reads: [String], writes: [String] = [], priority: Int32? = nil,
+    flags: ContractFlags = [], _ body: @escaping @MainActor (Owner, ContractContext) throws -> Void
+  ) throws(OrdoError) -> ContractHandle {
+    try registerOnMainActor(
+      owner: owner, name: contractName(owner: owner, role: role), reads: reads, writes: writes, priority: priority, flags: flags, body)
   }
 
   /// Registers an owner-bound contract (see

@@ -27,6 +27,9 @@ final class PassRunner {
   /// What the last failed callback threw, described.
   private var lastFailure: String?
   var failureHandler: (@Sendable (ContractFailure) -> Void)?
+  var failurePolicy = FailurePolicy.report
+  /// The failures written to standard error, without a handler.
+  private var failureLog = FailureLog()
   /// Told about every transaction before it commits; a throw discards it.
   var commitHook: ((UInt64, [KeyState]) throws -> Void)?
   /// Told about every pass, after it ends, by key: 0 is the handler of
@@ -35,6 +38,11 @@ final class PassRunner {
   /// checks measured in ``ContractGraph``; lock held.)
   @exclusivity(unchecked) var traceListeners: [UInt64: @Sendable (PassTrace) -> Void] = [:]
   var nextTraceListener: UInt64 = 1
+  /// Contracts registered with an initial call inside the open transaction
+  /// (SPEC §5): called at their position in its pass, or, when it changes
+  /// nothing or is rolled back, each in a pass of its own after it
+  /// (``Bus/runAwaitedInitials(_:)``).
+  var initialsAwaitingPass: [ContractState] = []
   /// The running pass's trace, only while someone listens.
   private(set) var recorder: TraceRecorder?
 
@@ -70,6 +78,7 @@ final class PassRunner {
     nextSerial()
     if !traceListeners.isEmpty { recorder = TraceRecorder() }
     guard scheduleChangedReaders() else { return discard() }
+    for c in takeInitialsAwaitingPass() where c.registered { scheduleInitial(c) }
     let txn = store.lastTransaction + 1
     gate.phase = .pass(txn: txn, call: nil)
     return finish(txn)
@@ -85,16 +94,7 @@ final class PassRunner {
     var anyChanged = false
     for i in 0..<journal.count where journal[i].written && journal.isChanged(i) {
       anyChanged = true
-      // A contract's own initial-call writes do not schedule it; a keypath
-      // also written by another contract (or outside callbacks) does.
-      let skip: ContractID
-      if journal[i].external || !journal[i].hasLists {
-        skip = 0
-      } else {
-        let writers = journal.writers(i)
-        skip = writers.count == 1 ? writers[0] : 0
-      }
-      scheduleReaders(changedBy: i, skip: skip)
+      scheduleReaders(changedBy: i)
     }
     return anyChanged
   }
@@ -140,12 +140,12 @@ final class PassRunner {
     return finish(txn)
   }
 
-  /// Calls `c` once now, with an empty list and the last committed id: an
-  /// initial call outside a pass, or nested in the initial call that opened
-  /// one (then `c` counts as called in it). Lock held.
+  /// Calls `c` once now, with an empty list and the last committed id, in
+  /// the pass that an initial call opened (its own, or one nested in it):
+  /// `c` counts as called in it. Lock held.
   func callInitial(_ c: ContractState) {
     let h = c.passState
-    if case .pass = gate.phase { h.pointee.calledSerial = serial }
+    h.pointee.calledSerial = serial
     let note = ContractNotification(transaction: store.lastTransaction, contract: c.id, changed: [])
     if let r = recorder { call(h, note, tracing: r, because: [], initial: true) } else { call(h, note) }
   }
@@ -155,6 +155,12 @@ final class PassRunner {
   func scheduleInitial(_ c: ContractState) {
     c.passState.pointee.initialPending = true
     enqueue(c.passState)
+  }
+
+  /// Empties ``initialsAwaitingPass``, returning what it held. Lock held.
+  func takeInitialsAwaitingPass() -> [ContractState] {
+    defer { initialsAwaitingPass.removeAll() }
+    return initialsAwaitingPass
   }
 
   /// Whether the running pass has its id (it is not the initial call that
@@ -182,12 +188,12 @@ final class PassRunner {
   }
 
   /// Schedules, at the start of a pass, the readers that the change of
-  /// record `i`'s keypath affects, but `skip`. Without closures in the
+  /// record `i`'s keypath affects. Without closures in the
   /// common case (a closure here costs a retain and a release of the runner
   /// per change).
   @inline(__always)
-  private func scheduleReaders(changedBy i: Int, skip: ContractID) {
-    if journal[i].hasLists { return scheduleReadersWithLists(changedBy: i, skip: skip) }
+  private func scheduleReaders(changedBy i: Int) {
+    if journal[i].hasLists { return scheduleReadersWithLists(changedBy: i) }
     // The node's state only (its line in the slab), not its object.
     let n = journal[i].node
     graph.refreshReaders(n)
@@ -195,32 +201,32 @@ final class PassRunner {
     case .none: break
     case .one(let r):
       let c = r.ref
-      if due(c, skip) { trigger(c, by: n) }
-    case .many(let list): for c in list where due(c, skip) { trigger(c, by: n) }
+      if due(c) { trigger(c, by: n) }
+    case .many(let list): for c in list where due(c) { trigger(c, by: n) }
     }
   }
 
-  /// ``scheduleReaders(changedBy:skip:)`` for a record with lists (a
-  /// removeTree, initial calls' writes): out of line, so that the common
+  /// ``scheduleReaders(changedBy:)`` for a record with lists (a
+  /// removeTree): out of line, so that the common
   /// path stays small enough to inline.
   @inline(never)
-  private func scheduleReadersWithLists(changedBy i: Int, skip: ContractID) {
+  private func scheduleReadersWithLists(changedBy i: Int) {
     let node = journal[i].node
     if !journal.removed(i).isEmpty && !journal.ownChange(i) {
       forEachReader(changedBy: i) { c in
-        guard due(c, skip) else { return }
+        guard due(c) else { return }
         trigger(c, by: node)
       }
       return
     }
-    graph.readers(node).forEach { c in if due(c, skip) { trigger(c, by: node) } }
+    graph.readers(node).forEach { c in if due(c) { trigger(c, by: node) } }
   }
 
   /// Whether a reader of a change is scheduled at the start of the pass:
-  /// registered, not yet called in it, and not `skip`.
+  /// registered and not yet called in it.
   @inline(__always)
-  private func due(_ c: ContractRef, _ skip: ContractID) -> Bool {
-    c.pointee.registered && c.pointee.calledSerial != serial && c.pointee.id != skip
+  private func due(_ c: ContractRef) -> Bool {
+    c.pointee.registered && c.pointee.calledSerial != serial
   }
 
   /// Schedules, later in the pass, the contracts a write by the running
@@ -454,10 +460,17 @@ final class PassRunner {
     report(ContractFailure(contract: c.id, name: c.name, transaction: txn, message: message))
   }
 
-  /// Tells the failure handler, without the lock. Lock held.
+  /// Tells the failure handler, without the lock, or writes the failure to
+  /// standard error; then applies the failure policy. Lock held.
   func report(_ failure: ContractFailure) {
-    guard let handler = failureHandler else { return }
-    gate.withLockReleased { handler(failure) }
+    if let handler = failureHandler {
+      gate.withLockReleased { handler(failure) }
+    } else if let text = failureLog.lines(for: failure, at: monotonicNS()) {
+      gate.withLockReleased { FailureLog.emit(text) }
+    }
+    if failurePolicy == .trapInDebug {
+      assertionFailure("Ordo: contract \"\(failure.name)\" failed in transaction \(failure.transaction): \(failure.message) (Bus.failurePolicy is .trapInDebug)")
+    }
   }
 
   /// Starts a new pass serial. When the 32 bits run out (after four

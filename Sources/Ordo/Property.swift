@@ -190,7 +190,7 @@ public struct Property<T: PropertyValue>: @unchecked Sendable, Hashable, CustomS
   }
 
   static func mismatch(_ keypath: String, _ v: Value) -> OrdoError {
-    OrdoError(.typeMismatch, "\"\(keypath)\" holds a \(v.typeName) value, not a \(T.ordoTypeName) (read as \(T.self))")
+    OrdoError(.typeMismatch, "\"\(keypath)\" holds \(Value.withArticle(v.typeName)), not \(Value.withArticle(T.ordoTypeName)) (read as \(T.self))")
   }
 
   /// Properties are equal when they name the same keypath of the same bus.

@@ -2,10 +2,11 @@
 /// the lock; under the lock the contract made, admitted (name, order,
 /// cycles) and inserted; then, with ``ContractFlags/notifyInitial``, its
 /// initial call where the calling thread stands — at its position in the
-/// running pass, in a pass of its own outside any transaction, or now
-/// inside the transaction that is open. What goes (a refused or retired
-/// contract, rollback actions, end-of-pass hooks) goes once the lock is
-/// let go.
+/// running pass, in a pass of its own outside any transaction, in the pass
+/// of the transaction that is open (or after it, when it ends without one:
+/// ``Bus/runAwaitedInitials(_:)``), or now inside the initial call that
+/// opened a pass. What goes (a refused or retired contract, rollback
+/// actions, end-of-pass hooks) goes once the lock is let go.
 struct Registration {
   let bus: Bus
   let spec: ContractSpec
@@ -32,21 +33,19 @@ struct Registration {
   /// What is left to do once the lock is let go.
   private struct Leftovers {
     var result: Result<ContractHandle, OrdoError>
-    /// Released without the lock: contracts retired during the initial
-    /// call, and the new contract's reference from here (the last one when
-    /// it was refused or unregistered itself).
-    var released: ([ContractState], ContractState)
-    /// Rollback actions of a refused initial pass, run last first.
-    var undo: [@Sendable () -> Void] = []
-    var hooks: [@Sendable () -> Void] = []
+    /// Released without the lock: the new contract's reference from here
+    /// (the last one when it was refused or unregistered itself).
+    var released: ContractState
+    /// What the initial call leaves: contracts it retired, rollback
+    /// actions, end-of-pass hooks.
+    var ending = InitialPassEnding()
   }
 
   /// Registers the contract; throws what admission refused.
   func run() throws(OrdoError) -> ContractHandle {
     let left = bus.withGate { admitAndCall() }
     withExtendedLifetime(left.released) {}
-    for action in left.undo.reversed() { action() }
-    for hook in left.hooks { hook() }
+    left.ending.settle()
     return try left.result.get()
   }
 
@@ -60,10 +59,10 @@ struct Registration {
       try graph.admit(c, initialDuringPassAfter: initial && passes.hasTransaction ? gate.running : nil)
     } catch {
       if acquired { gate.release() }
-      return Leftovers(result: .failure(error), released: ([], c))
+      return Leftovers(result: .failure(error), released: c)
     }
     graph.insert(c, deferLevels: passes.hasTransaction)
-    var left = Leftovers(result: .success(ContractHandle(id: c.id, name: c.name, bus: bus)), released: ([], c))
+    var left = Leftovers(result: .success(ContractHandle(id: c.id, name: c.name, bus: bus)), released: c)
     guard initial else {
       if acquired { gate.release() }
       return left
@@ -73,20 +72,64 @@ struct Registration {
       passes.scheduleInitial(c)
     case .idle:
       // Outside any transaction: the initial call opens a pass of its own.
-      let outcome = passes.runInitial(c)
-      if let trace = outcome.trace { bus.withoutGate { bus.deliver(trace) } }
-      left.hooks = bus.passEnded(outcome)
-      left.released.0 = outcome.retired
-      if let refusal = outcome.refusal {
-        passes.report(ContractFailure(contract: c.id, name: c.name, transaction: 0, message: refusal.description))
-        left.undo = outcome.undo
-      }
-    default:
-      // Inside an open transaction, an initial call, or the initial call
-      // that opened a pass: called now; its writes join what is open.
+      left.ending = bus.runInitialPass(c)
+    case .open:
+      // Inside an open transaction: called once, in its pass or after it.
+      passes.initialsAwaitingPass.append(c)
+    case .pass:
+      // Inside the initial call that opened a pass: called now; its writes
+      // join that pass.
       passes.callInitial(c)
-      if !gate.inPass { left.released.0 = graph.takeRetired() }
     }
     return left
+  }
+}
+
+/// What an initial call in a pass of its own leaves to do once the lock is
+/// let go.
+struct InitialPassEnding {
+  /// Contracts unregistered during the call, released without the lock.
+  var retired: [ContractState] = []
+  /// Rollback actions of a refused pass, run last first.
+  var undo: [@Sendable () -> Void] = []
+  /// End-of-pass hooks.
+  var hooks: [@Sendable () -> Void] = []
+
+  /// Releases, undoes and runs the hooks, in that order. Without the lock.
+  func settle() {
+    withExtendedLifetime(retired) {}
+    for action in undo.reversed() { action() }
+    for hook in hooks { hook() }
+  }
+}
+
+extension Bus {
+  /// The initial call of `c` in a pass of its own, outside any transaction
+  /// (SPEC §5). Lock and ownership held on entry; ownership given up on
+  /// return.
+  func runInitialPass(_ c: ContractState) -> InitialPassEnding {
+    let outcome = passes.runInitial(c)
+    if let trace = outcome.trace { withoutGate { deliver(trace) } }
+    var ending = InitialPassEnding(retired: outcome.retired, hooks: passEnded(outcome))
+    if let refusal = outcome.refusal {
+      passes.report(ContractFailure(contract: c.id, name: c.name, transaction: 0, message: refusal.description))
+      ending.undo = outcome.undo
+    }
+    return ending
+  }
+
+  /// The initial calls of contracts registered inside a transaction that
+  /// ended (committed without changes, or rolled back) without a pass that
+  /// called them: each, still registered, in a pass of its own, as if
+  /// registered outside any transaction. Without the lock.
+  func runAwaitedInitials(_ contracts: [ContractState]) {
+    for c in contracts {
+      let ending = withGate { () -> InitialPassEnding in
+        guard c.registered else { return InitialPassEnding() }
+        _ = gate.acquire()
+        return runInitialPass(c)
+      }
+      ending.settle()
+    }
   }
 }

@@ -67,12 +67,17 @@ enum Rules {
     throw OrdoError(.contractViolation, "contract \"\(c.name)\" may not read \"\(k)\": its read set is \(graph.text(c.reads)) and its write set \(graph.text(c.writes))")
   }
 
-  /// The read rule for a query by patterns (snapshot, changes): each
-  /// pattern is covered by one of the contract's read or write patterns.
+  /// The read rule for a query by patterns (snapshot, changes, a scope's
+  /// values): each pattern is covered by one of the contract's read or
+  /// write patterns. Marks used the read patterns a query covers or is
+  /// covered by (checked in full first: a refused query marks nothing).
   static func checkRead(_ c: ContractState, patterns: [CPattern], as written: [String]) throws(OrdoError) {
     if c.kind == .everyTransaction { return }
     for (i, p) in patterns.enumerated() where !c.reads.contains(where: { $0.covers(p) }) && !c.writes.contains(where: { $0.covers(p) }) {
       throw OrdoError(.contractViolation, "contract \"\(c.name)\" may not read \"\(written[i])\": outside its read and write sets")
+    }
+    for p in patterns {
+      for (i, r) in c.reads.enumerated() where r.covers(p) || p.covers(r) { c.usedReads |= ContractState.bit(i) }
     }
   }
 }

@@ -281,15 +281,10 @@ final class Store {
 
   // MARK: - Writes (SPEC §2)
 
-  /// Applies a write to a node and records it in the journal; `writer` is
-  /// the contract whose callback writes (nil: the transaction's owner).
-  /// Returns whether it altered the current state.
-  /// `writer` is 0 for a callback in a pass (not remembered), the
-  /// contract's id in an initial call outside a pass (remembered: its own
-  /// writes do not schedule it).
+  /// Applies a write to a node and records it in the journal. Returns
+  /// whether it altered the current state.
   @inline(__always)
-  func apply(_ r: NodeRef, _ op: WriteOp, writer: ContractID?) -> Bool {
-    let external = writer == nil
+  func apply(_ r: NodeRef, _ op: WriteOp) -> Bool {
     let altered: Bool
     let i: Int
     // A scalar write touches only the node's state (its cache line in the
@@ -302,10 +297,10 @@ final class Store {
       // each step) the scalar write costs 7 instructions more per change
       // (`Benchmarks/profile.sh delivery-handles`, 509 against 516).
       if p.kind != .boxed {
-        (altered, i) = applyScalar(r, p, external: external)
+        (altered, i) = applyScalar(r, p)
       } else {
         altered = r.with { !Value.same($0.value, v) }
-        i = journal.write(r, external: external, ownValue: true, touched: false)
+        i = journal.write(r, ownValue: true, touched: false)
         if altered {
           journal.altering(i, from: r)
           if st.pointee.packed.kind == .absent { valueCount += 1 }
@@ -316,7 +311,7 @@ final class Store {
       }
     case .remove:
       altered = st.pointee.packed.kind != .absent
-      i = journal.write(r, external: external, ownValue: true, touched: false)
+      i = journal.write(r, ownValue: true, touched: false)
       if altered {
         journal.altering(i, from: r)
         r.with { setValue($0, nil) }
@@ -326,14 +321,14 @@ final class Store {
       // Every touch is news to the readers after the writer (the value
       // lives in the host), even when the keypath was touched before.
       altered = true
-      i = journal.write(r, external: external, ownValue: false, touched: true)
+      i = journal.write(r, ownValue: false, touched: true)
     case .removeTree:
       var removedAny = false
-      i = journal.write(r, external: external, ownValue: false, touched: false)
+      i = journal.write(r, ownValue: false, touched: false)
       r.with { n in
         n.forEachInSubtree { d in
           guard d.hasValue else { return }
-          let j = journal.write(d.ref, external: false, ownValue: false, touched: false, asKeypath: false)
+          let j = journal.write(d.ref, ownValue: false, touched: false, asKeypath: false)
           journal.altering(j, from: d.ref)
           setValue(d, nil)
           journal.altered(j, to: nil)
@@ -343,17 +338,16 @@ final class Store {
       }
       altered = removedAny
     }
-    if let writer, writer != 0 { journal.addWriter(i, writer) }
     return altered
   }
 
   /// A scalar set: plain bits compared, saved and stored. Returns whether
   /// it altered the current state, and the node's journal record.
   @inline(__always)
-  private func applyScalar(_ r: NodeRef, _ p: PackedValue, external: Bool) -> (Bool, Int) {
+  private func applyScalar(_ r: NodeRef, _ p: PackedValue) -> (Bool, Int) {
     let st = r.state
     let altered = st.pointee.packed != p
-    let i = journal.write(r, external: external, ownValue: true, touched: false)
+    let i = journal.write(r, ownValue: true, touched: false)
     if altered {
       journal.altering(i, from: r)
       let old = st.pointee.packed.kind
@@ -374,11 +368,11 @@ final class Store {
   }
 
   /// Applies the held-back sets, in the order they were made, as
-  /// ``apply(_:_:writer:)`` with no writer would have. Every use of the
+  /// ``apply(_:_:)`` would have. Every use of the
   /// store but a held-back write comes after it (``Bus/withGate(_:)``).
   @inline(never)
   func settle() {
-    heldWrites.drain { r, p in _ = applyScalar(r, p, external: true) }
+    heldWrites.drain { r, p in _ = applyScalar(r, p) }
   }
 
   private func setValue(_ n: KeyNode, _ v: Value?) {

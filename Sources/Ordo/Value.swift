@@ -38,6 +38,16 @@ public enum Value: Hashable, Sendable, CustomStringConvertible {
     }
   }
 
+  /// A type name as messages say it, with its article: "an int64",
+  /// "a string", "bytes".
+  package static func withArticle(_ typeName: String) -> String {
+    switch typeName {
+    case "int64": "an int64"
+    case "bytes": "bytes"
+    default: "a \(typeName)"
+    }
+  }
+
   /// Bit-for-bit equality (SPEC §2).
   public static func == (a: Value, b: Value) -> Bool {
     switch (a, b) {

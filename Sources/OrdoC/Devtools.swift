@@ -139,3 +139,28 @@ private func deliverTrace(_ trace: PassTrace, _ bus: OpaquePointer, _ callback: 
   defer { free(t) }
   callback(bus, t, userData)
 }
+
+@c @implementation
+public func ordo_lint(
+  _ bus: OpaquePointer?, _ callback: ordo_lint_callback?, _ userData: UnsafeMutableRawPointer?, _ out_count: UnsafeMutablePointer<Int>?
+) -> ordo_status {
+  guarded { () throws(OrdoError) in
+    let box = try CBus.from(bus)
+    guard let callback else { throw invalid("callback is NULL") }
+    // Found under the lock, then the callbacks without it.
+    let findings = box.bus.lint()
+    for f in findings {
+      var block = Block<ordo_lint_finding>()
+      let strings = block.add([f.earlier, f.reads, f.later, f.writes, f.keypath, f.description])
+      guard
+        let c = block.make({ t, arrays in
+          let s = arrays[strings]
+          t.pointee = ordo_lint_finding(earlier: s[0], reads: s[1], later: s[2], writes: s[3], keypath: s[4], message: s[5])
+        })
+      else { throw outOfMemory(0) }
+      defer { free(c) }
+      callback(c, userData)
+    }
+    out_count?.pointee = findings.count
+  }
+}

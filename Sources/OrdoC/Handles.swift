@@ -97,7 +97,7 @@ private func get<T>(
     let out = try outArg(out, "out")
     guard let value = try h.value() else { throw OrdoError(.notFound, "\"\(h.keypath)\" holds no value") }
     guard let x = try extract(value) else {
-      throw OrdoError(.typeMismatch, "\"\(h.keypath)\" holds \(described(value.typeName)), not \(described(type))")
+      throw OrdoError(.typeMismatch, "\"\(h.keypath)\" holds \(Value.withArticle(value.typeName)), not \(Value.withArticle(type))")
     }
     out.pointee = x
   }

@@ -174,15 +174,6 @@ public func ordo_remove_tree(_ bus: OpaquePointer?, _ keypath: UnsafePointer<CCh
 
 // MARK: - Reads
 
-/// An article and a type name for messages: "an int64", "bytes".
-func described(_ type: String) -> String {
-  switch type {
-  case "int64": "an int64"
-  case "bytes": "bytes"
-  default: "a \(type)"
-  }
-}
-
 /// Reads the value for a getter after checking every pointer argument;
 /// `extract` converts it or returns nil on a type mismatch.
 @inline(__always)
@@ -196,7 +187,7 @@ private func get<T>(
     let out = try outArg(out, "out")
     guard let value = try box.bus.value(k) else { throw OrdoError(.notFound, "\"\(k)\" holds no value") }
     guard let x = try extract(value) else {
-      throw OrdoError(.typeMismatch, "\"\(k)\" holds \(described(value.typeName)), not \(described(type))")
+      throw OrdoError(.typeMismatch, "\"\(k)\" holds \(Value.withArticle(value.typeName)), not \(Value.withArticle(type))")
     }
     out.pointee = x
   }

@@ -366,6 +366,8 @@ case "trace":
 case "why":
   action = Devtools.whyCommand(args)
 
+case "lint": Devtools(client: client).lintCommand(args)
+
 case "stats":
   _ = parseArguments(args, command: "stats")
   action = { client in

@@ -1,6 +1,7 @@
 /* Devtools through the C ABI (ordo.h "Devtools"): ordo_get_contract_info
- * (unused reads and writes included) and ordo_set_trace (order, because,
- * writes, refused writes, skipped contracts). Under valgrind: the info block
+ * (unused reads and writes included), ordo_set_trace (order, because,
+ * writes, refused writes, skipped contracts) and ordo_lint (findings in
+ * pass order, with an example keypath). Under valgrind: the info block
  * is freed with one ordo_free, trace memory is the library's. */
 #include <ordo.h>
 
@@ -60,6 +61,49 @@ static void trace_cb(ordo_bus *bus, const ordo_trace *t, void *user_data) {
     if (strcmp(st->name, "log") == 0) s->log_because_count = has(st->because, st->n_because, "doc.count");
     if (st->outcome == ORDO_TRACE_CALLED) CHECK(st->failure == NULL);
   }
+}
+
+struct findings {
+  size_t n;
+  char lines[4][96];
+  int message_names_both;
+};
+
+static void lint_cb(const ordo_lint_finding *f, void *user_data) {
+  struct findings *s = user_data;
+  if (s->n < 4) snprintf(s->lines[s->n], sizeof s->lines[s->n], "%s %s %s %s %s", f->earlier, f->reads, f->later, f->writes, f->keypath);
+  s->n++;
+  s->message_names_both = strstr(f->message, f->earlier) != NULL && strstr(f->message, f->later) != NULL &&
+                          strstr(f->message, "STABILITY") != NULL;
+}
+
+/* ordo_lint: a later contract's wildcard write pattern that may write what
+ * an earlier contract reads is found before any pass runs into it. */
+static void test_lint(void) {
+  ordo_bus *bus = ordo_bus_new();
+  const char *header_reads[] = {"ui.title"};
+  const char *layout_reads[] = {"doc.layout"};
+  const char *layout_writes[] = {"ui.**"};
+  /* Priority contracts: header first; layout may write all of ui. */
+  ordo_contract_spec header = {sizeof(ordo_contract_spec), "header", header_reads, 1, NULL, 0, 1, 0, view_cb, NULL, NULL};
+  ordo_contract_spec layout = {sizeof(ordo_contract_spec), "layout", layout_reads, 1, layout_writes, 1, 2, 0, view_cb, NULL, NULL};
+  struct findings found;
+  size_t count = 99;
+
+  memset(&found, 0, sizeof found);
+  EXPECT(ORDO_E_INVALID_ARGUMENT, ordo_lint(NULL, lint_cb, &found, NULL));
+  EXPECT(ORDO_E_INVALID_ARGUMENT, ordo_lint(bus, NULL, &found, NULL));
+  EXPECT(ORDO_OK, ordo_lint(bus, lint_cb, &found, &count));
+  CHECK(count == 0 && found.n == 0);
+
+  EXPECT(ORDO_OK, ordo_register(bus, &header, NULL));
+  EXPECT(ORDO_OK, ordo_register(bus, &layout, NULL));
+
+  EXPECT(ORDO_OK, ordo_lint(bus, lint_cb, &found, &count));
+  CHECK(count == 1 && found.n == 1);
+  CHECK(strcmp(found.lines[0], "header ui.title layout ui.** ui.title") == 0);
+  CHECK(found.message_names_both);
+  ordo_bus_free(bus);
 }
 
 int main(void) {
@@ -150,5 +194,6 @@ int main(void) {
   EXPECT(ORDO_OK, ordo_commit(bus, NULL));
   CHECK(seen.traces == 1);
   ordo_bus_free(bus);
+  test_lint();
   return check_report("test_devtools");
 }

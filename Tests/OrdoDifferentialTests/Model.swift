@@ -73,10 +73,6 @@ final class Model {
     var ownValue = false
     /// The keypaths whose values a `removeTree` of this keypath removed.
     var removed: [String] = []
-    /// Contracts whose callbacks wrote it (outside a pass: initial calls).
-    var writers: [UInt64] = []
-    /// Written outside any callback.
-    var external = false
   }
 
   struct Frame {
@@ -119,6 +115,10 @@ final class Model {
   /// runs: it opens a pass in which that contract counts as called, and the
   /// pass gets its id when the call returns having changed something.
   var initialPass = false
+  /// Contracts registered with notifyInitial inside the open transaction:
+  /// called in its pass, or each in a pass of its own after it when it
+  /// changes nothing or is rolled back.
+  var awaitingInitial: [Contract] = []
   var frames: [Frame] = []
 
   // Output.
@@ -352,21 +352,37 @@ final class Model {
       handles[name] = c
       return
     }
-    // Outside a pass: called now with the last committed id. Outside any
-    // transaction the call opens a pass in which the contract counts as
-    // called; inside one (or inside that initial call) its writes join it.
-    if depth == 0 && frames.isEmpty {
-      inPass = true
-      initialPass = true
-      called = [c.id]
-      try call(c, txn: lastTxn, changed: [])
-      initialPass = false
-      _ = try runPass(afterInitialCall: true)
-    } else {
-      if initialPass { called.insert(c.id) }
-      try call(c, txn: lastTxn, changed: [])
-    }
     handles[name] = c
+    if inPass {
+      // Inside the initial call that opened a pass: called now, its writes
+      // join that pass.
+      called.insert(c.id)
+      try call(c, txn: lastTxn, changed: [])
+    } else if depth > 0 {
+      // Inside the open transaction: called once, in its pass or after it.
+      awaitingInitial.append(c)
+    } else {
+      try runInitialPass(c)
+    }
+  }
+
+  /// The initial call outside any transaction, with the last committed id:
+  /// it opens a pass in which the contract counts as called.
+  func runInitialPass(_ c: Contract) throws(Unsupported) {
+    inPass = true
+    initialPass = true
+    called = [c.id]
+    try call(c, txn: lastTxn, changed: [])
+    initialPass = false
+    _ = try runPass(afterInitialCall: true)
+  }
+
+  /// The initial calls the ended transaction did not make (it changed
+  /// nothing or was rolled back), for the contracts still registered.
+  func runAwaitedInitials() throws(Unsupported) {
+    let awaiting = awaitingInitial
+    awaitingInitial = []
+    for c in awaiting where contracts.contains(where: { $0 === c }) { try runInitialPass(c) }
   }
 
   func unregister(_ name: String) throws {
@@ -391,7 +407,10 @@ final class Model {
     }
     guard depth > 0 else { throw Fail("NO_TRANSACTION") }
     depth -= 1
-    return depth > 0 ? 0 : try runPass()
+    guard depth == 0 else { return 0 }
+    let txn = try runPass()
+    try runAwaitedInitials()
+    return txn
   }
 
   func rollback() throws {
@@ -401,6 +420,7 @@ final class Model {
     start = [:]
     written = []
     depth = 0
+    try runAwaitedInitials()
   }
 
   // MARK: - Writes and reads
@@ -438,11 +458,6 @@ final class Model {
       }
     }
     var w = entry(k) ?? Written(key: k)
-    if let c {
-      if !w.writers.contains(c.id) { w.writers.append(c.id) }
-    } else {
-      w.external = true
-    }
     var altered = false
     switch op {
     case .set(let v):
@@ -549,13 +564,14 @@ final class Model {
     inPass = true
     // After an initial call its writes have scheduled their readers already.
     for w in changedAtStart where !afterInitialCall {
-      for r in contracts where schedules(w, r) {
-        // SPEC §5.4: a contract's own writes (in its initial call) never
-        // schedule it.
-        if !w.external && w.writers.allSatisfy({ $0 == r.id }) { continue }
-        scheduled[r.id, default: []].append(w.key)
-      }
+      for r in contracts where schedules(w, r) { scheduled[r.id, default: []].append(w.key) }
     }
+    // Initial calls of registrations inside the transaction, at their positions.
+    for c in awaitingInitial where contracts.contains(where: { $0 === c }) {
+      if scheduled[c.id] == nil { scheduled[c.id] = [] }
+      initialPending.insert(c.id)
+    }
+    awaitingInitial = []
     for e in contracts where e.kind == .every && scheduled[e.id] == nil { scheduled[e.id] = [] }
     while true {
       var next: Contract?

@@ -43,6 +43,50 @@ import Testing
     #expect(d.calls == 1)
   }
 
+  /// Reads through a scope's values and a snapshot count as reads of the
+  /// patterns they cover or fall under.
+  @Test func readsThroughScopesAndSnapshotsCount() throws {
+    let bus = Bus()
+    let items = try bus.scope("doc.items")
+    let h = try bus.register(name: "list", reads: ["doc.items.**", "doc.title", "doc.count", "doc.other"]) { (ctx: ContractContext) in
+      _ = try items.values()
+      _ = try ctx.snapshot(["doc.title"])
+      _ = try ctx.bus().changes(since: 0, ["doc.count"])
+    }
+    try bus.transaction { try bus.set("doc.items.1", .int64(1)) }
+    #expect(try #require(bus.contract(h.id)).unusedReads == ["doc.other"])
+  }
+
+  /// Order conflicts that only wildcard writes make, listed before any
+  /// pass runs into them.
+  @Test func lintListsWritesThatMayBreakStability() throws {
+    let bus = Bus()
+    try bus.register(name: "header", reads: ["ui.title", "doc.name"], priority: 1) { _ in }
+    try bus.register(name: "list", reads: ["ui.list.*"], priority: 2) { _ in }
+    try bus.register(name: "layout", reads: ["doc.layout"], writes: ["ui.**"], priority: 3) { _ in }
+    try bus.register(name: "rows", reads: ["doc.rows"], writes: ["ui.*"], priority: 4) { _ in }
+    try bus.register(name: "count", reads: ["doc.rows"], writes: ["doc.count"]) { _ in }
+    let findings = bus.lint()
+    #expect(findings.map { "\($0.earlier) \($0.reads) \($0.later) \($0.writes) \($0.keypath)" } == [
+      "header ui.title layout ui.** ui.title",
+      "header ui.title rows ui.* ui.title",
+      "list ui.list.* layout ui.** ui.list.x",
+      "list ui.list.* rows ui.* ui.list",
+    ])
+    for f in findings {
+      #expect(try Pattern(f.writes).matches(f.keypath) && Pattern(f.reads).isAffected(byWriteTo: f.keypath))
+    }
+    #expect(findings[0].description == "contract \"layout\" may write \"ui.title\" (its write pattern \"ui.**\"), which contract \"header\", placed before it in the pass, reads (its read pattern \"ui.title\"): that write would fail with STABILITY")
+    // What lint finds is what a pass refuses.
+    try bus.register(name: "writer", reads: ["go"], writes: ["ui.**"], priority: 5) { (ctx: ContractContext) in try ctx.set("ui.title", .int64(1)) }
+    let failed = Box<[String]>([])
+    bus.onFailure { failed.value.append($0.message) }
+    try bus.transaction { try bus.set("go", .bool(true)) }
+    #expect(failed.value.count == 1 && failed.value[0].contains("STABILITY"))
+    #expect(bus.lint().contains { $0.later == "writer" && $0.earlier == "header" && $0.keypath == "ui.title" })
+    #expect(Bus().lint().isEmpty)
+  }
+
   @Test func graphIsDOT() throws {
     let bus = Bus()
     try bus.register(name: "view", reads: ["doc"], writes: ["ui.**"], priority: 1) { _ in }

@@ -61,4 +61,30 @@ import Testing
     try bus.transaction { try bus.set("doc.title", .string("b")) }
     #expect(bus.contracts().isEmpty)
   }
+
+  /// Failure and trace handlers, end-of-pass hooks and rollback actions
+  /// update main-actor state directly (no `assumeIsolated` here).
+  @Test func hooksRunOnTheMainActor() throws {
+    let bus = Bus()
+    let label = TitleLabel()
+    var log: [String] = []
+    bus.onFailureOnMainActor { failure in log.append("failed \(failure.name) \(failure.transaction)") }
+    bus.onTraceOnMainActor { trace in log.append("trace \(trace.transaction)") }
+    try bus.registerOnMainActor(name: "broken", reads: ["doc.title"]) { ctx in
+      try ctx.atEndOfPassOnMainActor { log.append("end of pass, label \(label.text)") }
+      label.text = try ctx.value("doc.title")?.description ?? ""
+      throw OrdoError(.internal, "no font")
+    }
+    bus.atEndOfPassOnMainActor { label.updates += 1 }
+    try bus.transaction { try bus.set("doc.title", .string("a")) }
+    #expect(log == ["failed broken 1", "trace 1", "end of pass, label string \"a\""])
+    #expect(label.updates == 1)
+
+    bus.begin()
+    try bus.onRollbackOnMainActor { label.text = "restored" }
+    try bus.rollback()
+    #expect(label.text == "restored")
+    bus.onFailureOnMainActor(nil)
+    bus.onTraceOnMainActor(nil)
+  }
 }

@@ -63,7 +63,7 @@ final class Document: Sendable {
     // Writing through the property replaces the value, type and all.
     try bus.transaction { try title.set("Songs") }
     #expect(try title.value == "Songs")
-    expectError(.typeMismatch, ["holds a string value, not a int64"]) { _ = try asInt.value }
+    expectError(.typeMismatch, ["\"doc.title\" holds a string, not an int64 (read as Int)"]) { _ = try asInt.value }
   }
 
   @Test func writesObeyTheTransactionRules() throws {

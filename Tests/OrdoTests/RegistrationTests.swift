@@ -127,4 +127,57 @@ import Testing
     try fill.unregister()
     #expect(levels() == ["show": 0, "exact": 0, "sum": 0, "total": 1, "loop": 0])
   }
+
+  /// A view registered while its model is being built renders once, with
+  /// the finished model: in the transaction's pass, or after a transaction
+  /// that changes nothing or is rolled back.
+  @Test func anInitialCallInsideAnOpenTransactionHappensOnceForIt() throws {
+    let bus = Bus()
+    let calls = Calls()
+    let seen = Box<[Value?]>([])
+    bus.begin()
+    try bus.set("doc.title", .string("draft"))
+    try bus.watch(calls, "header", reads: ["doc.title"], flags: .notifyInitial) { ctx in
+      seen.value.append(try ctx.value("doc.title"))
+    }
+    #expect(calls.all.isEmpty, "not called during registration")
+    try bus.set("doc.title", .string("Songs"))
+    let txn = try bus.commit()
+    #expect(calls.take() == [Call(name: "header", changed: [], txn: txn)])
+    #expect(seen.value == [.string("Songs")])
+
+    bus.begin()
+    try bus.watch(calls, "footer", reads: ["doc.title"], flags: .notifyInitial)
+    #expect(try bus.commit() == 0)
+    #expect(calls.take() == [Call(name: "footer", changed: [], txn: txn)])
+
+    bus.begin()
+    try bus.set("doc.title", .string("gone"))
+    try bus.watch(calls, "sidebar", reads: ["doc.title"], flags: .notifyInitial) { ctx in
+      seen.value.append(try ctx.value("doc.title"))
+    }
+    try bus.rollback()
+    #expect(calls.take() == [Call(name: "sidebar", changed: [], txn: txn)])
+    #expect(seen.value.last == .string("Songs"))
+  }
+
+  /// A contract registered with an initial call in an open transaction and
+  /// unregistered before its commit is released at once, never called.
+  @Test func anAwaitedInitialCallUnregisteredBeforeTheCommitIsReleasedAtOnce() throws {
+    let bus = Bus()
+    final class Captured: Sendable {}
+    var captured: Captured? = Captured()
+    weak let gone = captured
+    let calls = Box<Int>(0)
+    bus.begin()
+    let h = try bus.register(name: "view", reads: ["doc.title"], flags: .notifyInitial) { [captured] _ in
+      withExtendedLifetime(captured) { calls.value += 1 }
+    }
+    captured = nil
+    try h.unregister()
+    #expect(gone == nil, "released by unregister")
+    try bus.set("doc.title", .string("a"))
+    try bus.commit()
+    #expect(calls.value == 0)
+  }
 }

@@ -136,6 +136,18 @@ struct Boom: Error, CustomStringConvertible {
     #expect(try bus.value("tmp") == .int64(1))
   }
 
+  /// Messages name the keypath and the contract they are about.
+  @Test func messagesNameTheirKeypathAndContract() throws {
+    let bus = Bus()
+    let message = Box<String>("")
+    try bus.register(name: "compute", reads: ["in"]) { (ctx: ContractContext) in
+      do { try ctx.bus().rollback() } catch let e as OrdoError { message.value = e.message }
+    }
+    try bus.transaction { try bus.set("in", .int64(1)) }
+    #expect(message.value == "rollback inside the callback of contract \"compute\": a notification pass cannot be undone")
+    expectError(.noTransaction, ["onRollback outside a transaction: call begin first"]) { try bus.onRollback {} }
+  }
+
   @Test func aTransactionBelongsToTheThreadThatBeganIt() throws {
     let bus = Bus()
     bus.begin()
