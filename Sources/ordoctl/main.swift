@@ -42,6 +42,9 @@ let usage = """
     why CONTRACT                   why a contract (name, path or id) ran in the last
                                    transaction that called it, or why it did not run in
                                    the last transaction
+    lint [--json]                  the pairs where a later contract's write pattern may
+                                   write what an earlier contract reads (found only at
+                                   run time otherwise); status 1 when there is any
     stats                          the service's counters
     schema [PATTERN…]              the service's schema as a tree: types, defaults,
                                    constraints, descriptions (docs/schema.md)
@@ -366,7 +369,8 @@ case "trace":
 case "why":
   action = Devtools.whyCommand(args)
 
-case "lint": Devtools(client: client).lintCommand(args)
+case "lint":
+  action = Devtools.lintCommand(args)
 
 case "stats":
   _ = parseArguments(args, command: "stats")
@@ -378,7 +382,9 @@ case "stats":
 
 case "schema":
   action = SchemaCommand.make(args)
-case "codegen": action = CodegenCommand.make(args)
+
+case "codegen":
+  action = CodegenCommand.make(args)
 
 default:
   fail("unknown command \"\(command)\"\n\(usage)", code: 2)

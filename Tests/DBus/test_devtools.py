@@ -459,6 +459,21 @@ class Ordoctl(DBusTest):
         self.assertIn("  none of its reads changed in it (it changed i.y)", lines)
         self.assertIn("it has never run", lines)
 
+    def test_lint(self):
+        peer = self.env.peer()
+        r = self.env.ordoctl("lint")
+        self.assertEqual((r.returncode, r.stdout), (0, ""))
+        peer.register("norm", ["playlist.**"], ["playlist.x"], {"priority": ("i", -3)})
+        peer.register("coord", ["app.go"], ["playlist.*"], {"priority": ("i", -2)})
+        r = self.env.ordoctl("lint", check=False)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn('contract "coord" may write "playlist.x" (its write pattern "playlist.*"), which contract "norm"', r.stdout)
+        r = self.env.ordoctl("lint", "--json", check=False)
+        self.assertIn('"earlier":"norm"', r.stdout)
+        self.assertIn('"later":"coord"', r.stdout)
+        r = self.env.ordoctl("lint", "extra", check=False)
+        self.assertEqual(r.returncode, 2)
+
     def test_graph_svg_and_png(self):
         w = WriterPeer(self.env.address)
         self.addCleanup(w.close)
