@@ -70,7 +70,7 @@ enum SchemaFile {
         guard !s.utf8.contains(0) else { throw fail("\(field) holds a NUL character, which no string value may hold") }
         return .string(s)
       case (.bytes, .string(let hex)):
-        guard let b = bytes(hex) else { throw fail("\(field) \(JSON.quote(hex)) is not an even number of hex digits (bytes are written in hex)") }
+        guard let b = Value.bytes(hex: hex) else { throw fail("\(field) \(JSON.quote(hex)) is not an even number of hex digits (bytes are written in hex)") }
         return .bytes(b)
       default: throw fail("\(field) \(json.text) is \(json.kind), not \(Schema.article(type.rawValue))")
       }
@@ -100,29 +100,6 @@ enum SchemaFile {
 
   private static var typeNames: String { Schema.ValueType.allCases.map(\.rawValue).joined(separator: ", ") }
 
-  private static func bytes(_ hex: String) -> [UInt8]? {
-    let digits = Array(hex.utf8)
-    guard digits.count % 2 == 0 else { return nil }
-    var out: [UInt8] = []
-    out.reserveCapacity(digits.count / 2)
-    var i = 0
-    while i < digits.count {
-      guard let hi = nibble(digits[i]), let lo = nibble(digits[i + 1]) else { return nil }
-      out.append(hi << 4 | lo)
-      i += 2
-    }
-    return out
-  }
-
-  private static func nibble(_ c: UInt8) -> UInt8? {
-    switch c {
-    case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-    case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-    case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
-    default: nil
-    }
-  }
-
   // MARK: - Canonical text
 
   static func text(_ schema: Schema) -> String {
@@ -151,7 +128,7 @@ enum SchemaFile {
       // Swift prints the shortest text that reads back bit for bit.
       d.description.contains(where: { $0 == "." || $0 == "e" }) ? d.description : d.description + ".0"
     case .string(let s): JSON.quote(s)
-    case .bytes(let b): "\"" + b.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() + "\""
+    case .bytes(let b): "\"" + Value.hex(b) + "\""
     }
   }
 }
@@ -167,6 +144,46 @@ extension JSON {
     case .string(let s): JSON.quote(s)
     case .array: "an array"
     case .object: "an object"
+    }
+  }
+}
+
+extension Value {
+  /// Bytes written as hex digits, two per byte, either case (`"00ff"`;
+  /// `""` is empty bytes), or nil: the one reading of hex text for the
+  /// schema format, the conformance format and `ordoctl`'s values.
+  package static func bytes(hex: some StringProtocol) -> [UInt8]? {
+    let digits = Array(hex.utf8)
+    guard digits.count % 2 == 0 else { return nil }
+    var out: [UInt8] = []
+    out.reserveCapacity(digits.count / 2)
+    var i = 0
+    while i < digits.count {
+      guard let hi = nibble(digits[i]), let lo = nibble(digits[i + 1]) else { return nil }
+      out.append(hi << 4 | lo)
+      i += 2
+    }
+    return out
+  }
+
+  /// Bytes as lowercase hex digits, two per byte.
+  package static func hex(_ bytes: [UInt8]) -> String {
+    let digits = Array("0123456789abcdef")
+    var s = ""
+    s.reserveCapacity(bytes.count * 2)
+    for x in bytes {
+      s.append(digits[Int(x >> 4)])
+      s.append(digits[Int(x & 15)])
+    }
+    return s
+  }
+
+  private static func nibble(_ c: UInt8) -> UInt8? {
+    switch c {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+    case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+    case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+    default: nil
     }
   }
 }

@@ -2,7 +2,7 @@
 /// in order (a duplicate member is refused while reading), numbers keep
 /// whether they were written as integers. The core reads schema text with it
 /// and needs nothing else of JSON, so it carries no Foundation dependency.
-enum JSON: Equatable {
+package enum JSON: Equatable {
   case null
   case bool(Bool)
   /// A number written without fraction or exponent that fits an `Int64`.
@@ -12,7 +12,7 @@ enum JSON: Equatable {
   case array([JSON])
   case object([(key: String, value: JSON)])
 
-  static func == (a: JSON, b: JSON) -> Bool {
+  package static func == (a: JSON, b: JSON) -> Bool {
     switch (a, b) {
     case (.null, .null): true
     case (.bool(let x), .bool(let y)): x == y
@@ -49,8 +49,9 @@ enum JSON: Equatable {
     return value
   }
 
-  /// Writes a string as a JSON string literal.
-  static func quote(_ s: String) -> String {
+  /// Writes a string as a JSON string literal (control characters
+  /// escaped, everything else as is).
+  package static func quote(_ s: String) -> String {
     var out = "\""
     for scalar in s.unicodeScalars {
       switch scalar {

@@ -7,6 +7,7 @@ import Musl
 #endif
 import COrdo
 import Ordo
+import OrdoDBus
 
 @c @implementation
 public func ordo_bus_new_with_schema(_ json: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<OpaquePointer?>?) -> ordo_status {
@@ -22,9 +23,7 @@ public func ordo_bus_new_with_schema_file(_ path: UnsafePointer<CChar>?, _ out: 
   guarded { () throws(OrdoError) in
     let path = try stringArg(path, "path")
     let out = try outArg(out, "out")
-    let bytes = try readFile(path)
-    let schema: Schema
-    do throws(OrdoError) { schema = try Schema(json: bytes) } catch { throw OrdoError(error.code, "\(path): \(error.message)") }
+    let schema = try Schema(contentsOfFile: path)
     out.pointee = makeBus(schema)
   }
 }
@@ -55,23 +54,4 @@ public func ordo_is_stored(_ bus: OpaquePointer?, _ keypath: UnsafePointer<CChar
 
 private func makeBus(_ schema: Schema) -> OpaquePointer {
   OpaquePointer(Unmanaged.passRetained(CBus(schema: schema)).toOpaque())
-}
-
-/// The bytes of the file at `path`, or INVALID_ARGUMENT naming the path
-/// and the reason.
-private func readFile(_ path: String) throws(OrdoError) -> [UInt8] {
-  guard let f = fopen(path, "rb") else {
-    throw OrdoError(.invalidArgument, "cannot read the schema file \(path): \(String(cString: strerror(errno)))")
-  }
-  defer { fclose(f) }
-  var bytes: [UInt8] = []
-  var chunk = [UInt8](repeating: 0, count: 65536)
-  while true {
-    let n = fread(&chunk, 1, chunk.count, f)
-    bytes += chunk[0..<n]
-    if n < chunk.count {
-      if ferror(f) != 0 { throw OrdoError(.invalidArgument, "cannot read the schema file \(path): read error") }
-      return bytes
-    }
-  }
 }

@@ -146,32 +146,10 @@ struct Step: @unchecked Sendable {
     case "string":
       if let s = raw as? String { return .string(s) }
     case "bytes":
-      if let s = raw as? String, let bytes = hexBytes(s) { return .bytes(bytes) }
+      if let s = raw as? String, let bytes = Value.bytes(hex: s) { return .bytes(bytes) }
     default:
       break
     }
     throw ScenarioError("\(location): not a valid \(type) value")
-  }
-
-  static func hexBytes(_ s: String) -> [UInt8]? {
-    let chars = Array(s.utf8)
-    guard chars.count % 2 == 0 else { return nil }
-    var out: [UInt8] = []
-    var i = 0
-    while i < chars.count {
-      guard let hi = hexDigit(chars[i]), let lo = hexDigit(chars[i + 1]) else { return nil }
-      out.append(hi << 4 | lo)
-      i += 2
-    }
-    return out
-  }
-
-  static func hexDigit(_ c: UInt8) -> UInt8? {
-    switch c {
-    case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-    case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-    case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
-    default: nil
-    }
   }
 }

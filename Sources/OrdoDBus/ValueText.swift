@@ -104,61 +104,12 @@ public enum ValueText {
   }
 
   /// A JSON string literal.
-  public static func json(_ s: String) -> String {
-    var out = "\""
-    for u in s.unicodeScalars {
-      switch u {
-      case "\"": out += "\\\""
-      case "\\": out += "\\\\"
-      case "\n": out += "\\n"
-      case "\r": out += "\\r"
-      case "\t": out += "\\t"
-      default:
-        if u.value < 0x20 {
-          let h = String(u.value, radix: 16)
-          out += "\\u" + String(repeating: "0", count: 4 - h.count) + h
-        } else {
-          out.unicodeScalars.append(u)
-        }
-      }
-    }
-    return out + "\""
-  }
+  public static func json(_ s: String) -> String { JSON.quote(s) }
 
-  static func hex(_ b: [UInt8]) -> String {
-    let digits = Array("0123456789abcdef")
-    var s = ""
-    s.reserveCapacity(b.count * 2)
-    for x in b {
-      s.append(digits[Int(x >> 4)])
-      s.append(digits[Int(x & 15)])
-    }
-    return s
-  }
+  static func hex(_ b: [UInt8]) -> String { Value.hex(b) }
 
   static func parseHex(_ s: String) -> [UInt8]? {
-    var t = Substring(s)
-    if t.hasPrefix("0x") { t = t.dropFirst(2) }
-    let chars = Array(t.utf8)
-    guard chars.count % 2 == 0 else { return nil }
-    var out: [UInt8] = []
-    out.reserveCapacity(chars.count / 2)
-    var i = 0
-    while i < chars.count {
-      guard let hi = nibble(chars[i]), let lo = nibble(chars[i + 1]) else { return nil }
-      out.append(hi << 4 | lo)
-      i += 2
-    }
-    return out
-  }
-
-  private static func nibble(_ c: UInt8) -> UInt8? {
-    switch c {
-    case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-    case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-    case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
-    default: nil
-    }
+    Value.bytes(hex: s.hasPrefix("0x") ? Substring(s).dropFirst(2) : Substring(s))
   }
 
   private static func parseInt(_ s: String) -> Int64? {

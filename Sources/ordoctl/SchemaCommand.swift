@@ -48,20 +48,7 @@ enum SchemaCommand {
   /// The schema in `file`; a file that cannot be read or does not validate
   /// is a failure (exit 1) naming the problem.
   static func read(_ file: String) -> Schema {
-    guard let f = fopen(file, "rb") else { fail("\(file): \(String(cString: strerror(errno)))") }
-    var bytes: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 65536)
-    while true {
-      let n = fread(&chunk, 1, chunk.count, f)
-      bytes += chunk[0..<n]
-      if n < chunk.count { break }
-    }
-    fclose(f)
-    do throws(OrdoError) {
-      return try Schema(json: bytes)
-    } catch {
-      fail("\(file): \(error.message)")
-    }
+    do throws(OrdoError) { return try Schema(contentsOfFile: file) } catch { fail(error.message) }
   }
 
   /// The declarations as an indented tree, one segment per level, each

@@ -35,23 +35,6 @@ let policyPath = Mutex<String?>(nil)
 /// The `--schema` file SIGHUP reloads (nil: no schema).
 let schemaPath = Mutex<String?>(nil)
 
-/// Reads a schema file (docs/schema.md); the error names the file.
-func readSchema(_ path: String) throws(OrdoError) -> Schema {
-  guard let f = fopen(path, "rb") else {
-    throw OrdoError(.schema, "cannot read the schema file \(path): \(String(cString: strerror(errno)))")
-  }
-  defer { fclose(f) }
-  var bytes: [UInt8] = []
-  var chunk = [UInt8](repeating: 0, count: 65536)
-  while true {
-    let n = fread(&chunk, 1, chunk.count, f)
-    bytes += chunk[0..<n]
-    if n < chunk.count { break }
-  }
-  if ferror(f) != 0 { throw OrdoError(.schema, "cannot read the schema file \(path): read error") }
-  do throws(OrdoError) { return try Schema(json: bytes) } catch { throw OrdoError(.schema, "\(path): \(error.message)") }
-}
-
 /// Reads the schema file again and puts it in force (SPEC §14): a file
 /// that does not validate, or a schema that would leave a registered
 /// contract or a stored value invalid, is refused with the list and the
@@ -59,7 +42,7 @@ func readSchema(_ path: String) throws(OrdoError) -> Schema {
 func reloadSchema() {
   guard let path = schemaPath.withLock({ $0 }) else { return }
   do {
-    let schema = try readSchema(path)
+    let schema = try Schema(contentsOfFile: path)
     guard let service = serviceToStop.withLock({ $0 }) else { return }
     try service.bus.replaceSchema(schema)
     writeLine(2, "ordod: info: SIGHUP: reloaded the schema \(path) (\(schema.declarations.count) keypaths)")

@@ -127,7 +127,7 @@ if removeInvalid && (statePath == nil || schemaFile == nil) { fail("--remove-inv
 // A schema that does not validate stops ordod before it serves.
 var schema: Schema?
 if let schemaFile {
-  do { schema = try readSchema(schemaFile) } catch { fail("schema refused: \(error.message)", code: 1) }
+  do { schema = try Schema(contentsOfFile: schemaFile) } catch { fail("schema refused: \(error.message)", code: 1) }
   schemaPath.withLock { $0 = schemaFile }
 }
 
