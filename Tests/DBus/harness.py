@@ -163,6 +163,18 @@ class Env:
         with open(self.log_path, errors="replace") as f:
             return f.read()
 
+    def sighup(self, expect, timeout=10):
+        """Sends ordod SIGHUP and waits for `expect` in its log; returns the
+        log written since."""
+        before = len(self.log())
+        self.ordod.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + timeout
+        while expect not in self.log()[before:]:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {expect!r} in the log after SIGHUP")
+            time.sleep(0.02)
+        return self.log()[before:]
+
     def peer(self):
         p = Peer(self.address)
         self.peers.append(p)

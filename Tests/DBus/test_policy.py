@@ -145,15 +145,9 @@ class PolicyTest(DBusTest):
 
     def reload(self, text, expect):
         """Rewrites the policy file, sends SIGHUP and waits for `expect` in the log."""
-        before = len(self.env.log())
         with open(self.policy_path, "w") as f:
             f.write(text.format(uid=NOBODY.pw_uid, gid=NOBODY.pw_gid))
-        self.env.ordod.send_signal(signal.SIGHUP)
-        deadline = time.monotonic() + 10
-        while expect not in self.env.log()[before:]:
-            self.assertLess(time.monotonic(), deadline, f"no {expect!r} in the log after SIGHUP")
-            time.sleep(0.02)
-        return self.env.log()[before:]
+        return self.env.sighup(expect)
 
 
 class Rights(PolicyTest):

@@ -8,7 +8,6 @@ Run: python3 Tests/DBus/test_schema.py [-k NAME]   (ORDO_BIN = the build's bin d
 """
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -111,20 +110,20 @@ class SchemaTest(DBusTest):
         # Refused: the stored 7 is over max 5 and "mode" reads an undeclared keypath.
         with open(path, "w") as f:
             json.dump(NARROW, f)
-        log = self.sighup("schema refused")
+        log = self.env.sighup("schema refused")
         self.assertIn("7 is above max 5", log)
         self.assertIn('contract "mode"', log)
         self.assertRemoteError(E("Schema"), peer.commit, {"playlist.titel": ("s", "x")})
         # A file that does not validate: refused, the old schema stays.
         with open(path, "w") as f:
             f.write("{")
-        self.assertIn("JSON error", self.sighup("schema refused"))
+        self.assertIn("JSON error", self.env.sighup("schema refused"))
         # Accepted: a wider schema; its rules apply at once.
         wider = json.loads(original)
         wider["keys"]["playlist.rating"] = {"type": "int64", "default": 3}
         with open(path, "w") as f:
             json.dump(wider, f)
-        self.sighup("reloaded the schema")
+        self.env.sighup("reloaded the schema")
         self.assertEqual(peer.get("playlist.rating"), ("x", 3, 0))
         self.assertEqual(peer.commit({"playlist.rating": ("x", 4)}), 2)
 
@@ -160,15 +159,6 @@ class SchemaTest(DBusTest):
         r = subprocess.run([harness.ORDOCTL, "schema", "--check", bad], capture_output=True, text=True, timeout=20)
         self.assertEqual(r.returncode, 1)
         self.assertIn('schema entry "a": min 3 is greater than max 1', r.stderr)
-
-    def sighup(self, expect):
-        before = len(self.env.log())
-        self.env.ordod.send_signal(signal.SIGHUP)
-        deadline = time.monotonic() + 10
-        while expect not in self.env.log()[before:]:
-            self.assertLess(time.monotonic(), deadline, f"no {expect!r} in the log after SIGHUP")
-            time.sleep(0.02)
-        return self.env.log()[before:]
 
 
 class SchemaAndState(unittest.TestCase):
