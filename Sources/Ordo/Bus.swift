@@ -103,7 +103,7 @@ public final class Bus: @unchecked Sendable {
   private enum CommitEnding {
     case refused
     case joined
-    case ran(PassRunner.Outcome, hooks: [@Sendable () -> Void], awaiting: [ContractState])
+    case ran(PassRunner.Outcome, hooks: [@Sendable () -> Void], awaiting: [ContractState], swept: [ContractState])
   }
 
   /// Commits. The outermost commit runs the notification pass and returns
@@ -122,21 +122,21 @@ public final class Bus: @unchecked Sendable {
       case .outermost:
         // Owner-bound contracts of dead owners go before the pass.
         let swept = link.owned.isEmpty ? [] : sweepDeadOwners().released
-        var outcome = passes.runCommit()
-        outcome.retired += swept
-        return .ran(outcome, hooks: passEnded(outcome), awaiting: passes.takeInitialsAwaitingPass())
+        let outcome = passes.runCommit()
+        return .ran(outcome, hooks: passEnded(outcome), awaiting: passes.takeInitialsAwaitingPass(), swept: swept)
       }
     }
     switch ending {
     case .refused: throw OrdoError(.noTransaction, "commit without a transaction: call begin first")
     case .joined: return 0
-    case .ran(let outcome, let hooks, let awaiting):
-      // Contracts unregistered during the pass go now, without the lock.
-      withExtendedLifetime(outcome.retired) {}
+    case .ran(let outcome, let hooks, let awaiting, let swept):
+      // Contracts unregistered during the pass, or swept with their dead
+      // owners before it, go now, without the lock.
+      withExtendedLifetime((outcome.retired, swept)) {}
       defer {
         for hook in hooks { hook() }
         // Initial calls the transaction did not make: it changed nothing.
-        runAwaitedInitials(awaiting)
+        if !awaiting.isEmpty { runAwaitedInitials(awaiting) }
       }
       return try settle(outcome)
     }

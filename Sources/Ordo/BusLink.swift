@@ -23,11 +23,12 @@ final class BusLink: @unchecked Sendable {
   /// in its deinit, read without a lock (see above).
   /// Unretained: docs/reliability.md, "Unretained references", row "the bus a link names".
   private let address = Atomic<UInt>(0)
-  /// Hooks that run once when the next pass ends. Bus lock held.
-  var endOfPass: [@Sendable () -> Void] = []
+  /// Hooks that run once when the next pass ends. Bus lock held (so
+  /// exclusivity is unchecked: every commit reads it).
+  @exclusivity(unchecked) var endOfPass: [@Sendable () -> Void] = []
   /// The contracts bound to an owner, with a weak reference to it. Bus
-  /// lock held.
-  var owned: [ContractID: WeakOwner] = [:]
+  /// lock held (so exclusivity is unchecked: every commit reads it).
+  @exclusivity(unchecked) var owned: [ContractID: WeakOwner] = [:]
   /// The instance number of each owner a contract name was derived from
   /// (``Bus/register(owner:role:reads:writes:priority:flags:_:)-(_,_,[String],_,_,_,_)``),
   /// by object, and the last number given for each type. Bus lock held.

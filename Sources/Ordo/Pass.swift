@@ -42,7 +42,7 @@ final class PassRunner {
   /// (SPEC §5): called at their position in its pass, or, when it changes
   /// nothing or is rolled back, each in a pass of its own after it
   /// (``Bus/runAwaitedInitials(_:)``).
-  var initialsAwaitingPass: [ContractState] = []
+  @exclusivity(unchecked) var initialsAwaitingPass: [ContractState] = []
   /// The running pass's trace, only while someone listens.
   private(set) var recorder: TraceRecorder?
 
@@ -159,6 +159,7 @@ final class PassRunner {
 
   /// Empties ``initialsAwaitingPass``, returning what it held. Lock held.
   func takeInitialsAwaitingPass() -> [ContractState] {
+    guard !initialsAwaitingPass.isEmpty else { return [] }
     defer { initialsAwaitingPass.removeAll() }
     return initialsAwaitingPass
   }
