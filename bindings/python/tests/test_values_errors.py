@@ -9,10 +9,10 @@ from ordo.values import from_variant, to_variant
 
 NAMES = ["InvalidArgument", "InvalidKeypath", "TypeMismatch", "NotFound", "NoTransaction", "ContractViolation",
          "Stability", "Cycle", "OrderConflict", "DuplicateName", "Limit", "DBus", "Internal", "AccessDenied",
-         "Storage"]
+         "Storage", "Schema", "Conflict"]
 STATUS = {"InvalidArgument": 1, "InvalidKeypath": 2, "TypeMismatch": 3, "NotFound": 4, "NoTransaction": 5,
           "ContractViolation": 6, "Stability": 7, "Cycle": 8, "OrderConflict": 9, "DuplicateName": 10,
-          "Limit": 11, "DBus": 12, "Internal": 99}
+          "Limit": 11, "DBus": 12, "Storage": 13, "Schema": 14, "Conflict": 15, "Internal": 99}
 
 
 @pytest.mark.parametrize("value,sig", [
