@@ -46,6 +46,14 @@ extension Bus {
     if !rule.admits(op) { try checkSchema(node.node.key, op) }
   }
 
+  /// Checks a set through a handle of a bus with a schema that its rule
+  /// does not decide (the caller decides a value of the declared type to
+  /// an unconstrained keypath inline).
+  @inline(never)
+  func checkSchema(_ handle: Handle, _ value: borrowing Value) throws(OrdoError) {
+    try checkSchema(handle.keypath, .set(copy value))
+  }
+
   /// Checks a contract's patterns against the schema: each must match a
   /// declared keypath (a typo matches none).
   func checkSchema(_ spec: ContractSpec, reads: [Pattern], writes: [Pattern]) throws(OrdoError) {

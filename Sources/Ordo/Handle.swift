@@ -90,7 +90,8 @@ extension Bus {
     // read it, and one applied now reads it after the lock's atomic
     // operation, which would hold up a load.
     fetchEarlyForWrite(UnsafeRawPointer(handle.ref.state))
-    try writeNode(ref(handle), .set(value), handle.rule)
+    if handle.rule.bits != 0, handle.rule.bits != SchemaRule.code(value) { try checkSchema(handle, value) }
+    try writeNode(ref(handle), .set(value), .none)
   }
 
   /// Marks the handle's keypath changed without a value. Throws like
