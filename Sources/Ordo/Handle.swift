@@ -168,11 +168,10 @@ extension Bus {
 /// state. The state's block names its slab and the slab its bus's link
 /// (``NodeSlab/slab(of:)``), so the word leads back to its bus with no
 /// lookup and no object of its own: a write through it touches the state's
-/// line and its block's anchor line (shared by the block's 4 095 states;
-/// it was the page's header, shared by 63, until the writes were held
-/// back and it became the one miss a C write waited for). An
-/// object per handle cost a C write at 100 000 keypaths one more cache
-/// miss, waited for before the state's (docs/performance.md).
+/// line and its block's anchor line, which the block's 4 095 states share
+/// (an object per handle would cost a C write at 100 000 keypaths one more
+/// cache miss, waited for before the state's: docs/performance.md, "Handles
+/// are addresses"). Its low four bits carry the keypath's ``SchemaRule``.
 ///
 /// Valid while its bus lives (the store keeps the node: it is pinned);
 /// a use after that is the bridge's caller's bug, as a freed pointer is.

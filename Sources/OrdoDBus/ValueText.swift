@@ -17,9 +17,21 @@ import Ordo
 public enum ValueText {
   /// Whether `text` starts with a type prefix ``parse(_:)`` knows
   /// (`int64:5`): then its type does not depend on a schema.
-  public static func hasTypePrefix(_ text: String) -> Bool {
-    guard let colon = text.firstIndex(of: ":") else { return false }
-    return ["b", "bool", "x", "int64", "int", "d", "double", "s", "string", "ay", "bytes"].contains(String(text[..<colon]))
+  public static func hasTypePrefix(_ text: String) -> Bool { typePrefix(text) != nil }
+
+  /// The type a known prefix of `text` names, and the text after it.
+  private static func typePrefix(_ text: String) -> (type: Schema.ValueType, rest: String)? {
+    guard let colon = text.firstIndex(of: ":") else { return nil }
+    let type: Schema.ValueType
+    switch text[..<colon] {
+    case "b", "bool": type = .bool
+    case "x", "int64", "int": type = .int64
+    case "d", "double": type = .double
+    case "s", "string": type = .string
+    case "ay", "bytes": type = .bytes
+    default: return nil
+    }
+    return (type, String(text[text.index(after: colon)...]))
   }
 
   /// `text` read as a value of the type a schema declares for its keypath
@@ -36,31 +48,27 @@ public enum ValueText {
   /// - Throws: ``OrdoError/Code/typeMismatch`` when the text does not fit
   ///   the prefix's type.
   public static func parse(_ text: String) throws(OrdoError) -> Value {
-    if let colon = text.firstIndex(of: ":") {
-      let prefix = String(text[..<colon])
-      let rest = String(text[text.index(after: colon)...])
-      switch prefix {
-      case "b", "bool":
+    if let (type, rest) = typePrefix(text) {
+      switch type {
+      case .bool:
         switch rest.lowercased() {
         case "true", "1", "yes": return .bool(true)
         case "false", "0", "no": return .bool(false)
         default: throw OrdoError(.typeMismatch, "\"\(rest)\" is not a bool (true, false, 1, 0, yes, no)")
         }
-      case "x", "int64", "int":
+      case .int64:
         guard let v = parseInt(rest) else { throw OrdoError(.typeMismatch, "\"\(rest)\" is not an int64") }
         return .int64(v)
-      case "d", "double":
+      case .double:
         guard let v = Double(rest) else { throw OrdoError(.typeMismatch, "\"\(rest)\" is not a double") }
         return .double(v)
-      case "s", "string":
+      case .string:
         return .string(rest)
-      case "ay", "bytes":
+      case .bytes, .event:  // no prefix names an event
         guard let b = parseHex(rest) else {
           throw OrdoError(.typeMismatch, "\"\(rest)\" is not bytes: give hex digits, two per byte, like 0aff")
         }
         return .bytes(b)
-      default:
-        break
       }
     }
     switch text {
