@@ -56,7 +56,6 @@ def test_enforced_with_defaults(library):
 def test_client_over_a_schema(env):
     """The D-Bus client against ordod --schema: the Schema property, refusals
     as ordo.Schema / ordo.TypeMismatch, and Get's defaults."""
-    from conftest import ORDOD  # noqa: F401  (the binaries the env uses)
     path = os.path.join(env.dir, "schema.json")
     with open(path, "w") as f:
         json.dump(SCHEMA, f)
