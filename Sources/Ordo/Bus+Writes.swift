@@ -61,7 +61,7 @@ extension Bus {
       let access = gate.writeAccess
       switch access {
       case .refused: throw Rules.noTransaction(resolved[0].1, resolved[0].0.keypath)
-      case .free: break
+      case .free, .owned: break
       case .contract(let c):
         for (t, op) in resolved {
           do throws(OrdoError) { try Rules.checkWrite(c, t, op, contractGraph) } catch {
@@ -83,7 +83,7 @@ extension Bus {
       let t = try store.writeTarget(keypath, .touch)
       switch gate.writeAccess {
       case .refused: throw Rules.noTransaction(.touch, keypath)
-      case .free: break
+      case .free, .owned: break
       case .contract(let c): try Rules.checkWrite(c, t, .touch, contractGraph)
       }
     }

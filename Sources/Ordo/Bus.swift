@@ -23,8 +23,10 @@ public final class Bus: @unchecked Sendable {
   let store = Store()
   let contractGraph: ContractGraph
   let passes: PassRunner
-  /// Transactions rolled back (statistics).
+  /// Transactions rolled back, and refused for a condition that did not
+  /// hold (statistics).
   private(set) var rollbackCount: UInt64 = 0
+  private(set) var conflictCount: UInt64 = 0
   /// What typed properties, contexts and streams name the bus by, without
   /// keeping it alive (see ``BusLink``); also the end-of-pass hooks.
   let link = BusLink()
@@ -103,6 +105,7 @@ public final class Bus: @unchecked Sendable {
   private enum CommitEnding {
     case refused
     case joined
+    case conflict(OrdoError, undo: [@Sendable () -> Void], awaiting: [ContractState])
     case ran(PassRunner.Outcome, hooks: [@Sendable () -> Void], awaiting: [ContractState], swept: [ContractState])
   }
 
@@ -111,7 +114,9 @@ public final class Bus: @unchecked Sendable {
   /// commit returns 0.
   ///
   /// - Throws: ``OrdoError/Code/noTransaction`` without a matching `begin`;
-  ///   ``OrdoError/Code/storage`` when a persistence layer could not store
+  ///   ``OrdoError/Code/conflict`` when a condition of the transaction
+  ///   (``expect(_:counter:)-(String,_)``) did not hold (then nothing of it
+  ///   was applied and no pass ran); ``OrdoError/Code/storage`` when a persistence layer could not store
   ///   the transaction (then nothing of it was applied).
   @discardableResult
   public func commit() throws(OrdoError) -> UInt64 {
@@ -120,6 +125,13 @@ public final class Bus: @unchecked Sendable {
       case .refused: return .refused
       case .joined: return .joined
       case .outermost:
+        if let conflict = store.journal.conflict {
+          // A condition did not hold: nothing is applied, no pass runs.
+          let undo = store.rollback()
+          conflictCount += 1
+          gate.finish()
+          return .conflict(conflict, undo: undo, awaiting: passes.takeInitialsAwaitingPass())
+        }
         // Owner-bound contracts of dead owners go before the pass.
         let swept = link.owned.isEmpty ? [] : sweepDeadOwners().released
         let outcome = passes.runCommit()
@@ -129,6 +141,10 @@ public final class Bus: @unchecked Sendable {
     switch ending {
     case .refused: throw OrdoError(.noTransaction, "commit without a transaction: call begin first")
     case .joined: return 0
+    case .conflict(let error, let undo, let awaiting):
+      for action in undo.reversed() { action() }
+      runAwaitedInitials(awaiting)
+      throw error
     case .ran(let outcome, let hooks, let awaiting, let swept):
       // Contracts unregistered during the pass, or swept with their dead
       // owners before it, go now, without the lock.
@@ -221,6 +237,13 @@ public final class Bus: @unchecked Sendable {
   /// The result of `body` and the transaction id.
   private func transaction<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> (R, UInt64) {
     begin()
+    return try completeTransaction(body)
+  }
+
+  /// Runs `body` in the transaction just begun and commits it; when `body`
+  /// throws, rolls it back and rethrows. Returns the result of `body` and
+  /// the transaction id.
+  func completeTransaction<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> (R, UInt64) {
     let result: R
     do {
       result = try body()
@@ -295,6 +318,9 @@ public final class Bus: @unchecked Sendable {
       // of a keypath the store has is held back (``WriteBehind``).
       if case .node(let r) = t, let p = WriteBehind.heldValue(op) { return store.holdBack(r, p) }
       if !store.heldWrites.isEmpty { store.settle() }
+    case .owned:
+      // Owned writes are not held back: each notes its node's owner.
+      if !store.heldWrites.isEmpty { store.settle() }
     case .contract(let c):
       assert(store.heldWrites.isEmpty, "writes held back in a callback")
       do { try Rules.checkWrite(c, t, op, contractGraph) } catch {
@@ -313,6 +339,7 @@ public final class Bus: @unchecked Sendable {
     let n = store.node(t)
     guard case .contract(let c) = access else {
       _ = store.apply(n, op)
+      if case .owned(let owner) = access, case .set = op { store.ownership.wrote(n.node, owner) }
       return
     }
     // A callback runs in a pass.

@@ -286,6 +286,10 @@ public struct BusStatistics: Sendable, Hashable {
   public var failures: UInt64
   /// Transactions rolled back.
   public var rollbacks: UInt64
+  /// Transactions refused because a condition did not hold (SPEC §15).
+  public var conflicts: UInt64
   /// Keypaths holding a value.
   public var values: Int
+  /// Values that belong to an owner (SPEC §15).
+  public var ownedValues: Int
 }

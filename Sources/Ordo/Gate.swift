@@ -25,8 +25,9 @@ enum Phase {
   /// Nothing is open. (The owner may still hold the bus to register or
   /// unregister.)
   case idle
-  /// A transaction is open outside callbacks, `depth` `begin`s deep.
-  case open(depth: Int)
+  /// A transaction is open outside callbacks, `depth` `begin`s deep; its
+  /// writes belong to an owner while `owned` is set (SPEC §15).
+  case open(depth: Int, owned: OwnedScope?)
   /// The notification pass of transaction `txn`, with the callback that
   /// runs now, if any. `txn` is 0 during the initial call that opens a pass
   /// of its own (registration outside any transaction): the pass gets its
@@ -34,10 +35,20 @@ enum Phase {
   case pass(txn: UInt64, call: CallFrame?)
 }
 
+/// The `begin(owner:)` whose writes the open transaction makes now: the
+/// owner's id, and the depth of that `begin` (its `commit` ends the scope).
+struct OwnedScope {
+  var owner: UInt64
+  var depth: Int
+}
+
 /// What a write by the calling thread is subject to.
 enum WriteAccess {
   /// The owner's open transaction, outside callbacks: no contract rules.
   case free
+  /// The owner's open transaction inside a `begin(owner:)`: no contract
+  /// rules; what it stores belongs to the owner with this id.
+  case owned(UInt64)
   /// A callback: the running contract's write rules (SPEC §5).
   case contract(ContractState)
   /// Not allowed now: outside any transaction (or from the wrong thread, or
@@ -92,7 +103,7 @@ final class Gate {
   @inline(__always)
   var ownsOpenTransaction: Bool {
     guard owner.load(ordering: .relaxed) == Gate.currentThread else { return false }
-    if case .open = phase { return true }
+    if case .open(_, nil) = phase { return true }
     return false
   }
 
@@ -129,7 +140,8 @@ final class Gate {
   var writeAccess: WriteAccess {
     guard isOwner else { return .refused }
     switch phase {
-    case .open: return .free
+    case .open(_, nil): return .free
+    case .open(_, let scope?): return .owned(scope.owner)
     case .pass(_, let call?): return call.suspended ? .refused : .contract(call.contract.contract)
     case .idle, .pass(_, nil): return .refused
     }
@@ -182,12 +194,21 @@ final class Gate {
   /// Lock held; the caller has acquired the bus.
   func enter() {
     switch phase {
-    case .idle: phase = .open(depth: 1)
-    case .open(let d): phase = .open(depth: d + 1)
+    case .idle: phase = .open(depth: 1, owned: nil)
+    case .open(let d, let scope): phase = .open(depth: d + 1, owned: scope)
     case .pass(let txn, var call):
       call?.depth += 1
       phase = .pass(txn: txn, call: call)
     }
+  }
+
+  /// Makes the writes of the calling thread's open transaction, from now
+  /// to the commit that closes its innermost `begin`, belong to `owner`.
+  /// Returns false outside an open transaction (in a callback). Lock held.
+  func own(_ owner: UInt64) -> Bool {
+    guard isOwner, case .open(let d, _) = phase else { return false }
+    phase = .open(depth: d, owned: OwnedScope(owner: owner, depth: d))
+    return true
   }
 
   /// What a `commit` does now.
@@ -205,9 +226,10 @@ final class Gate {
     guard isOwner else { return .refused }
     switch phase {
     case .idle: return .refused
-    case .open(let d):
+    case .open(let d, let scope):
       if d == 1 { return .outermost }
-      phase = .open(depth: d - 1)
+      // The commit of a `begin(owner:)` ends its scope.
+      phase = .open(depth: d - 1, owned: scope?.depth == d ? nil : scope)
       return .joined
     case .pass(let txn, var call):
       guard let d = call?.depth, d > 0 else { return call == nil ? .joined : .refused }

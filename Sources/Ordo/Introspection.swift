@@ -32,7 +32,8 @@ extension Bus {
     withGate {
       BusStatistics(
         contracts: contractGraph.registry.count, transactions: visibleTransaction(),
-        notifications: passes.notifications, failures: passes.failures, rollbacks: rollbackCount, values: store.valueCount)
+        notifications: passes.notifications, failures: passes.failures, rollbacks: rollbackCount, conflicts: conflictCount, values: store.valueCount,
+        ownedValues: store.ownership.count)
     }
   }
 

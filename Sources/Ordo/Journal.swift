@@ -72,6 +72,9 @@ final class Journal {
   var count: Int { records.count }
   /// Run, last first, when the transaction is rolled back.
   @exclusivity(unchecked) var undo: [@Sendable () -> Void] = []
+  /// The first condition of the transaction that does not hold (SPEC §15):
+  /// its outermost commit then applies nothing and throws it.
+  var conflict: OrdoError?
   /// Nodes created by this transaction, in creation order (parents first),
   /// retained until ``reset()``.
   @exclusivity(unchecked) var created: [KeyNode] = []
@@ -229,6 +232,7 @@ final class Journal {
     }
     created.removeAll(keepingCapacity: true)
     if !undo.isEmpty { undo.removeAll() }
+    if conflict != nil { conflict = nil }
   }
 
   /// Acknowledges that every stamp was cleared after a wrap.

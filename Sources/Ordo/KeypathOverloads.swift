@@ -58,9 +58,9 @@ extension Bus {
   /// Registers an owner-bound contract. See
   /// ``register(owner:name:reads:writes:priority:flags:_:)-(_,_,[String],_,_,_,_)``.
   @discardableResult
-  public func register<Owner: AnyObject & Sendable>(
-    owner: Owner, name: String, reads: some Sequence<Pattern>, writes: [Pattern] = [], priority: Int32? = nil,
-    flags: ContractFlags = [], _ body: @escaping @Sendable (Owner, ContractContext) throws -> Void
+  public func register<Object: AnyObject & Sendable>(
+    owner: Object, name: String, reads: some Sequence<Pattern>, writes: [Pattern] = [], priority: Int32? = nil,
+    flags: ContractFlags = [], _ body: @escaping @Sendable (Object, ContractContext) throws -> Void
   ) throws(OrdoError) -> ContractHandle {
     try register(owner: owner, name: name, reads: reads.map(\.string), writes: writes.map(\.string), priority: priority, flags: flags, body)
   }
@@ -68,9 +68,9 @@ extension Bus {
   /// Registers an owner-bound contract under a derived name. See
   /// ``register(owner:role:reads:writes:priority:flags:_:)-(_,_,[String],_,_,_,_)``.
   @discardableResult
-  public func register<Owner: AnyObject & Sendable>(
-    owner: Owner, role: String, reads: some Sequence<Pattern>, writes: [Pattern] = [], priority: Int32? = nil,
-    flags: ContractFlags = [], _ body: @escaping @Sendable (Owner, ContractContext) throws -> Void
+  public func register<Object: AnyObject & Sendable>(
+    owner: Object, role: String, reads: some Sequence<Pattern>, writes: [Pattern] = [], priority: Int32? = nil,
+    flags: ContractFlags = [], _ body: @escaping @Sendable (Object, ContractContext) throws -> Void
   ) throws(OrdoError) -> ContractHandle {
     try register(owner: owner, role: role, reads: reads.map(\.string), writes: writes.map(\.string), priority: priority, flags: flags, body)
   }

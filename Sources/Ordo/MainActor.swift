@@ -131,9 +131,9 @@ extension Bus {
   /// - Throws: like ``register(_:)``.
   @MainActor
   @discardableResult
-  public func registerOnMainActor<Owner: AnyObject & Sendable>(
-    owner: Owner, role: String, reads: [String], writes: [String] = [], priority: Int32? = nil,
-    flags: ContractFlags = [], _ body: @escaping @MainActor (Owner, ContractContext) throws -> Void
+  public func registerOnMainActor<Object: AnyObject & Sendable>(
+    owner: Object, role: String, reads: [String], writes: [String] = [], priority: Int32? = nil,
+    flags: ContractFlags = [], _ body: @escaping @MainActor (Object, ContractContext) throws -> Void
   ) throws(OrdoError) -> ContractHandle {
     try registerOnMainActor(
       owner: owner, name: contractName(owner: owner, role: role), reads: reads, writes: writes, priority: priority, flags: flags, body)
@@ -148,9 +148,9 @@ extension Bus {
   /// - Throws: like ``register(_:)``.
   @MainActor
   @discardableResult
-  public func registerOnMainActor<Owner: AnyObject & Sendable>(
-    owner: Owner, name: String, reads: [String], writes: [String] = [], priority: Int32? = nil,
-    flags: ContractFlags = [], _ body: @escaping @MainActor (Owner, ContractContext) throws -> Void
+  public func registerOnMainActor<Object: AnyObject & Sendable>(
+    owner: Object, name: String, reads: [String], writes: [String] = [], priority: Int32? = nil,
+    flags: ContractFlags = [], _ body: @escaping @MainActor (Object, ContractContext) throws -> Void
   ) throws(OrdoError) -> ContractHandle {
     MainActorCheck.prepare()
     return try register(owner: owner, name: name, reads: reads, writes: writes, priority: priority, flags: flags) { owner, ctx in

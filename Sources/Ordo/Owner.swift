@@ -28,9 +28,9 @@ extension Bus {
   ///
   /// - Throws: like ``register(_:)``.
   @discardableResult
-  public func register<Owner: AnyObject & Sendable>(
-    owner: Owner, name: String, reads: [String], writes: [String] = [], priority: Int32? = nil,
-    flags: ContractFlags = [], _ body: @escaping @Sendable (Owner, ContractContext) throws -> Void
+  public func register<Object: AnyObject & Sendable>(
+    owner: Object, name: String, reads: [String], writes: [String] = [], priority: Int32? = nil,
+    flags: ContractFlags = [], _ body: @escaping @Sendable (Object, ContractContext) throws -> Void
   ) throws(OrdoError) -> ContractHandle {
     removeContractsOfDeallocatedOwners()
     let link = self.link
@@ -71,9 +71,9 @@ extension Bus {
   /// - Throws: like ``register(_:)``; ``OrdoError/Code/duplicateName``
   ///   when this owner already registered `role`.
   @discardableResult
-  public func register<Owner: AnyObject & Sendable>(
-    owner: Owner, role: String, reads: [String], writes: [String] = [], priority: Int32? = nil,
-    flags: ContractFlags = [], _ body: @escaping @Sendable (Owner, ContractContext) throws -> Void
+  public func register<Object: AnyObject & Sendable>(
+    owner: Object, role: String, reads: [String], writes: [String] = [], priority: Int32? = nil,
+    flags: ContractFlags = [], _ body: @escaping @Sendable (Object, ContractContext) throws -> Void
   ) throws(OrdoError) -> ContractHandle {
     try register(owner: owner, name: contractName(owner: owner, role: role), reads: reads, writes: writes, priority: priority, flags: flags, body)
   }

@@ -295,6 +295,7 @@ final class PassRunner {
     var outcome = Outcome()
     if let r = recorder, !r.steps.isEmpty { outcome.trace = endTrace(store.lastTransaction, [], committed: false) }
     recorder = nil
+    store.settleOwnership()
     store.reset()
     outcome.retired = end()
     return outcome

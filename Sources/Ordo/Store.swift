@@ -146,6 +146,8 @@ final class Store {
   // contracts 7 % more.
   @exclusivity(unchecked) var nodes = UnretainedTable<KeyNode>()
   let journal = Journal()
+  /// Which values belong to an owner (SPEC §15).
+  let ownership = Ownership()
   /// Scalar sets of the owner's open transaction not yet applied
   /// (``WriteBehind``); ``settle()`` applies them.
   let heldWrites = WriteBehind.make()
@@ -402,7 +404,15 @@ final class Store {
       st.pointee.changedAt = txn
     }
     lastTransaction = txn
+    settleOwnership()
     reset()
+  }
+
+  /// Settles who owns what at the end of a transaction that stays
+  /// (committed, or changing nothing).
+  @inline(__always)
+  func settleOwnership() {
+    if !ownership.isEmpty { ownership.settle(journal) }
   }
 
   /// Restores every value of the transaction and forgets it. Returns the
@@ -423,6 +433,7 @@ final class Store {
   func reset() {
     assert(heldWrites.isEmpty, "a transaction ends with writes held back")
     heldWrites.discard()
+    ownership.forget()
     for n in journal.created.reversed() where !n.isKept {
       var parent = root
       for id in n.ids.dropLast() {

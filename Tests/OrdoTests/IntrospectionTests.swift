@@ -121,7 +121,7 @@ import Testing
     try bus.set("k", .int64(2))
     try bus.rollback()
     try bus.commitWith { try bus.set("j", .int64(2)) }
-    #expect(bus.statistics == BusStatistics(contracts: 2, transactions: 2, notifications: 3, failures: 2, rollbacks: 1, values: 2))
+    #expect(bus.statistics == BusStatistics(contracts: 2, transactions: 2, notifications: 3, failures: 2, rollbacks: 1, conflicts: 0, values: 2, ownedValues: 0))
   }
 
   /// Each contract counts its own failed calls; a contract registered

@@ -4,7 +4,7 @@ import Testing
 @testable import Ordo
 
 /// An owner of contracts, as a view controller is.
-final class Owner: Sendable {
+final class ViewOwner: Sendable {
   let name: String
   let calls = Box<Int>(0)
   init(_ name: String) { self.name = name }
@@ -13,7 +13,7 @@ final class Owner: Sendable {
 @Suite struct OwnerTests {
   @Test func theContractIsCalledWithItsOwnerWhileItLives() throws {
     let bus = Bus()
-    let owner = Owner("view")
+    let owner = ViewOwner("view")
     try bus.register(owner: owner, name: "view", reads: ["doc.title"]) { owner, ctx in
       owner.calls.value += 1
       #expect(owner.name == "view" && ctx.changed == ["doc.title"])
@@ -24,7 +24,7 @@ final class Owner: Sendable {
 
   @Test func aDeallocatedOwnersContractIsNotCalledAndIsRemoved() throws {
     let bus = Bus()
-    var owner: Owner? = Owner("view")
+    var owner: ViewOwner? = ViewOwner("view")
     weak let gone = owner
     let calls = Box<Int>(0)
     try bus.register(owner: owner!, name: "view", reads: ["doc.title"]) { _, _ in calls.value += 1 }
@@ -41,7 +41,7 @@ final class Owner: Sendable {
 
   @Test func anOwnerReleasedDuringAPassIsNotCalledLaterInIt() throws {
     let bus = Bus()
-    let holder = Box<Owner?>(Owner("late"))
+    let holder = Box<ViewOwner?>(ViewOwner("late"))
     let log = Box<[String]>([])
     try bus.register(name: "early", reads: ["a"], priority: -1) { _ in
       log.value.append("early")
@@ -56,12 +56,12 @@ final class Owner: Sendable {
 
   @Test func theNextOwnerBoundRegistrationSweepsDeadOwners() throws {
     let bus = Bus()
-    var first: Owner? = Owner("a")
+    var first: ViewOwner? = ViewOwner("a")
     try bus.register(owner: first!, name: "a", reads: ["x"]) { _, _ in }
     try bus.register(owner: first!, name: "b", reads: ["y"]) { _, _ in }
     first = nil
     #expect(bus.contracts().isEmpty)
-    let second = Owner("c")
+    let second = ViewOwner("c")
     try bus.register(owner: second, name: "c", reads: ["x"]) { _, _ in }
     #expect(bus.contracts().map(\.name) == ["c"])
     #expect(bus.removeContractsOfDeallocatedOwners() == 0)
@@ -72,7 +72,7 @@ final class Owner: Sendable {
   /// and is no longer listed from the moment its owner is gone.
   @Test func theNextCommitRemovesDeadOwnersContracts() throws {
     let bus = Bus()
-    var owner: Owner? = Owner("view")
+    var owner: ViewOwner? = ViewOwner("view")
     try bus.register(owner: owner!, name: "view", reads: ["doc.title"]) { _, _ in }
     try bus.register(name: "other", reads: ["doc.other"]) { _ in }
     owner = nil
@@ -88,11 +88,11 @@ final class Owner: Sendable {
   /// trace and failures.
   @Test func namesDerivedFromTheOwnersTypeRoleAndInstance() throws {
     let bus = Bus()
-    let first = Owner("first"), second = Owner("second")
+    let first = ViewOwner("first"), second = ViewOwner("second")
     try bus.register(owner: first, role: "titleUpdated", reads: ["doc.title"]) { owner, _ in owner.calls.value += 1 }
     try bus.register(owner: second, role: "titleUpdated", reads: ["doc.title"]) { owner, _ in owner.calls.value += 1 }
     try bus.register(owner: first, role: "broken", reads: [Pattern("doc.title")]) { _, _ in throw OrdoError(.internal, "no") }
-    let names = ["Owner.titleUpdated#1", "Owner.titleUpdated#2", "Owner.broken#1"]
+    let names = ["ViewOwner.titleUpdated#1", "ViewOwner.titleUpdated#2", "ViewOwner.broken#1"]
     #expect(bus.contracts().map(\.name) == names)
     #expect(names.allSatisfy { bus.graph().contains("\"c:\($0)\"") })
     let traced = Box<[String]>([])
@@ -101,16 +101,16 @@ final class Owner: Sendable {
     bus.onFailure { failed.value.append($0.name) }
     try bus.transaction { try bus.set("doc.title", .string("a")) }
     #expect(traced.value == names)
-    #expect(failed.value == ["Owner.broken#1"])
+    #expect(failed.value == ["ViewOwner.broken#1"])
     #expect(first.calls.value == 1 && second.calls.value == 1)
-    expectError(.duplicateName, ["Owner.titleUpdated#2"]) {
+    expectError(.duplicateName, ["ViewOwner.titleUpdated#2"]) {
       try bus.register(owner: second, role: "titleUpdated", reads: ["doc.title"]) { _, _ in }
     }
   }
 
   @Test func anOwnerBoundContractCanUnregisterAndWriteThroughItsContext() throws {
     let bus = Bus()
-    let owner = Owner("o")
+    let owner = ViewOwner("o")
     try bus.register(owner: owner, name: "once", reads: ["a"], writes: ["b"]) { owner, ctx in
       owner.calls.value += 1
       try ctx.set("b", .int64(1))
@@ -127,7 +127,7 @@ final class Owner: Sendable {
   @Test func anInitialCallWithADeadOwnerCannotHappen() throws {
     // The owner is alive during registration: the initial call sees it.
     let bus = Bus()
-    let owner = Owner("o")
+    let owner = ViewOwner("o")
     try bus.register(owner: owner, name: "init", reads: ["a"], flags: .notifyInitial) { owner, ctx in
       owner.calls.value += 1
       #expect(ctx.isInitial)
