@@ -206,8 +206,10 @@ ordo_status ordo_begin(ordo_bus *bus);
  *  thread (contract callbacks are called from inside this function) and
  *  returns when it has finished. *out_txn (out_txn may be NULL) receives the
  *  transaction id: 0 if nothing changed, and 0 for an inner commit.
- *  Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT (bus NULL), or
- *  ORDO_E_NO_TRANSACTION (no matching ordo_begin on this thread). */
+ *  Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT (bus NULL),
+ *  ORDO_E_NO_TRANSACTION (no matching ordo_begin on this thread),
+ *  ORDO_E_CONFLICT (a condition of ordo_expect_counter did not hold: nothing
+ *  was applied), or ORDO_E_STORAGE (a persistence layer refused it). */
 ordo_status ordo_commit(ordo_bus *bus, uint64_t *out_txn);
 
 /** Discards every write of the whole (outermost) transaction, whatever the
@@ -218,6 +220,53 @@ ordo_status ordo_commit(ordo_bus *bus, uint64_t *out_txn);
  *  Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT (bus NULL; or inside a callback:
  *  a pass cannot be undone), or ORDO_E_NO_TRANSACTION. */
 ordo_status ordo_rollback(ordo_bus *bus);
+
+/* ------------------------------------------------------------------------ */
+/* Conditions and owned values (SPEC §15)                                    */
+/* ------------------------------------------------------------------------ */
+
+/** Makes the transaction open on the calling thread conditional: its
+ *  outermost ordo_commit applies it only if keypath's counter is still
+ *  `counter` (0: never changed). When a condition does not hold, nothing of
+ *  the transaction is applied, no pass runs, no id is used, and ordo_commit
+ *  returns ORDO_E_CONFLICT with a message naming the keypath, the expected
+ *  and the current counter. Transactions are serialized, so the condition
+ *  guards a read made before ordo_begin (read the value and its counter,
+ *  then begin, expect, write, commit; retry on ORDO_E_CONFLICT).
+ *  Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT (a NULL argument; inside a
+ *  callback, whose pass cannot be refused), ORDO_E_INVALID_KEYPATH, or
+ *  ORDO_E_NO_TRANSACTION (no transaction open on this thread). */
+ordo_status ordo_expect_counter(ordo_bus *bus, const char *keypath, uint64_t counter);
+
+/** An owner of stored values: what the sets of a transaction begun with
+ *  ordo_begin_owned store belongs to it, and ordo_owner_free removes those
+ *  values in one transaction, with a normal pass (a provider's values
+ *  vanish with it). Made by ordo_owner_new, freed by ordo_owner_free. */
+typedef struct ordo_owner ordo_owner;
+
+/** Makes an owner on bus; `name` (UTF-8, copied) names it in messages and
+ *  listings. Returns ORDO_OK and *out, or ORDO_E_INVALID_ARGUMENT (a NULL
+ *  argument, a name that is not UTF-8); *out is untouched on failure.
+ *  Thread-safe. */
+ordo_status ordo_owner_new(ordo_bus *bus, const char *name, ordo_owner **out);
+
+/** Begins a write transaction (or joins the one this thread has open, like
+ *  ordo_begin) whose sets, from here to the ordo_commit that closes this
+ *  begin, store values that belong to `owner`. A later plain write of such
+ *  a keypath, by anyone, ends its ownership; an owned write by another
+ *  owner hands it over; touch and removals store nothing and only end
+ *  ownership. Returns ORDO_OK, or ORDO_E_INVALID_ARGUMENT (a NULL argument,
+ *  an owner of another bus or already freed, or inside a callback: a
+ *  callback's writes belong to its contract). */
+ordo_status ordo_begin_owned(ordo_bus *bus, ordo_owner *owner);
+
+/** Frees an owner and removes every value it holds, in one transaction
+ *  with a normal pass: the calling thread's open transaction if it has one,
+ *  the end of the running pass when called from a callback, else a
+ *  transaction of its own, committed before this returns. NULL is ignored.
+ *  Freeing an owner after its bus is harmless (there is nothing left to
+ *  remove). Caller's bugs: freeing an owner twice or using it afterwards. */
+void ordo_owner_free(ordo_owner *owner);
 
 /* ------------------------------------------------------------------------ */
 /* Writes                                                                    */
