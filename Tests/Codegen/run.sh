@@ -160,6 +160,9 @@ m.x_y._2nd.touch()
 assert m.ordo.list.get("l1") == "none"
 m.ordo.list.set("l1", "one")
 assert m.ordo.list.get("l1") == "one" and m.ordo.list.any_element == "ordo.list.*"
+m.ordo.list.set("l0", "zero")
+assert list(m.ordo.list.values().items()) == [("l0", "zero"), ("l1", "one")]
+m.ordo.list.remove("l0")
 m.ordo.list.remove("l1")
 assert not bus.is_stored("ordo.list.l1")
 bus.close()
