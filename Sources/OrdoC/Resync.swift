@@ -13,13 +13,11 @@ public func ordo_changes(
   _ callback: ordo_change_callback?, _ userData: UnsafeMutableRawPointer?, _ out_txn: UnsafeMutablePointer<UInt64>?
 ) -> ordo_status {
   guarded { () throws(OrdoError) in
-    let box = try CBus.from(bus)
-    guard let callback else { throw invalid("callback is NULL") }
-    let list = try stringArray(patterns, n_patterns, "patterns", code: .invalidKeypath, owner: "")
+    let (core, report, list) = try readArguments(bus, callback, patterns, n_patterns)
     // One consistent read, then the callbacks without the bus's lock.
-    let changes = try box.bus.changes(since: since, list)
+    let changes = try core.changes(since: since, list)
     for k in inKeypathOrder(Array(changes.values.keys) + changes.removed) {
-      withCValue(changes.values[k]) { callback(k, $0, changes.counters[k] ?? 0, changes.changedAt[k] ?? 0, userData) }
+      withCValue(changes.values[k]) { report(k, $0, changes.counters[k] ?? 0, changes.changedAt[k] ?? 0, userData) }
     }
     out_txn?.pointee = changes.transaction
   }
@@ -31,16 +29,24 @@ public func ordo_snapshot(
   _ callback: ordo_snapshot_callback?, _ userData: UnsafeMutableRawPointer?, _ out_txn: UnsafeMutablePointer<UInt64>?
 ) -> ordo_status {
   guarded { () throws(OrdoError) in
-    let box = try CBus.from(bus)
-    guard let callback else { throw invalid("callback is NULL") }
-    let list = try stringArray(patterns, n_patterns, "patterns", code: .invalidKeypath, owner: "")
+    let (core, report, list) = try readArguments(bus, callback, patterns, n_patterns)
     // One consistent read, then the callbacks without the bus's lock.
-    let snapshot = try box.bus.snapshot(list)
+    let snapshot = try core.snapshot(list)
     for k in inKeypathOrder(Set(snapshot.values.keys).union(snapshot.counters.keys)) {
-      withCValue(snapshot.values[k]) { callback(k, $0, snapshot.counters[k] ?? 0, userData) }
+      withCValue(snapshot.values[k]) { report(k, $0, snapshot.counters[k] ?? 0, userData) }
     }
     out_txn?.pointee = snapshot.transaction
   }
+}
+
+/// The bus, the callback and the patterns of a read that reports keypaths
+/// through a callback.
+private func readArguments<Callback>(
+  _ bus: OpaquePointer?, _ callback: Callback?, _ patterns: UnsafePointer<UnsafePointer<CChar>?>?, _ n_patterns: Int
+) throws(OrdoError) -> (Bus, Callback, [String]) {
+  let box = try CBus.from(bus)
+  guard let callback else { throw invalid("callback is NULL") }
+  return (box.bus, callback, try stringArray(patterns, n_patterns, "patterns", code: .invalidKeypath, owner: ""))
 }
 
 /// The keypaths sorted by their UTF-8 bytes: the order the callbacks see.
