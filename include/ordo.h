@@ -520,7 +520,8 @@ uint64_t    ordo_current_contract(ordo_bus *bus);
 /* Resynchronization (SPEC §10)                                              */
 /* ------------------------------------------------------------------------ */
 
-/** A value as ordo_changes reports it: type says which field holds it.
+/** A value as ordo_changes and ordo_snapshot report it: type says which
+ *  field holds it.
  *  Strings and bytes are valid only during the callback. */
 typedef struct ordo_value {
   ordo_type type;
@@ -548,6 +549,29 @@ typedef void (*ordo_change_callback)(const char *keypath, const ordo_value *valu
  *  ORDO_E_INVALID_KEYPATH, or in a callback ORDO_E_CONTRACT_VIOLATION. */
 ordo_status ordo_changes(ordo_bus *bus, uint64_t since, const char *const *patterns, size_t n_patterns,
                          ordo_change_callback callback, void *user_data, uint64_t *out_txn);
+
+/** Called once per keypath by ordo_snapshot: value is NULL when the
+ *  keypath holds no value but has a counter (removed, or only touched);
+ *  counter is what ordo_get_counter gives (a transaction counts once its
+ *  pass has ended: a value first set in the calling thread's open
+ *  transaction has 0). */
+typedef void (*ordo_snapshot_callback)(const char *keypath, const ordo_value *value, uint64_t counter,
+                                       void *user_data);
+
+/** The keypaths matching the patterns that hold a stored value or have a
+ *  counter, read at one moment (D-Bus Snapshot): callback is called for
+ *  each, in keypath order, without the bus's lock. Schema defaults are not
+ *  stored values: a declared keypath that holds none is not reported.
+ *  *out_txn (may be NULL) receives the last committed id. From the thread
+ *  that owns the running transaction or pass, the read sees that thread's
+ *  writes (and *out_txn is the pass's id); from other threads, the last
+ *  committed state. Inside a callback every pattern must be readable by the
+ *  contract. Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT (bus or callback NULL,
+ *  patterns NULL with a count, a NULL pattern), ORDO_E_INVALID_KEYPATH (a
+ *  malformed pattern), or in a callback ORDO_E_CONTRACT_VIOLATION; on an
+ *  error callback is not called. */
+ordo_status ordo_snapshot(ordo_bus *bus, const char *const *patterns, size_t n_patterns,
+                          ordo_snapshot_callback callback, void *user_data, uint64_t *out_txn);
 
 /** The bus's epoch (a UUID; SPEC §10) in *out, freed with ordo_free.
  *  Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT or ORDO_E_INTERNAL. */

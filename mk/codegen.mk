@@ -1,15 +1,17 @@
 # Typed accessors generated from a schema (docs/schema.md, "Generated
 # accessors"; `ordoctl codegen`).
 #
-#   make test-codegen       the checked-in accessors of examples/playlist are
-#                           what `ordoctl codegen` gives; removing or
-#                           retyping a keypath makes the Swift and C code
-#                           that uses it fail to compile; the C example
+#   make test-codegen       the checked-in accessors of examples/playlist and
+#                           examples/swift are what `ordoctl codegen`
+#                           gives; removing or retyping a keypath makes
+#                           the Swift and C code that uses it fail to
+#                           compile; the C example
 #                           (as C11 and as C++, under valgrind), the Python
 #                           example and its pytest tests, and the Swift
 #                           example (a separate package, Swift 6, warnings
 #                           as errors) run                       [make test]
-#   make codegen-examples   regenerate examples/playlist's accessors
+#   make codegen-examples   regenerate the accessors of examples/playlist and
+#                           examples/swift
 #
 # The Swift accessors' behaviour is tested by OrdoCodegenTests (make test-swift).
 
@@ -29,4 +31,5 @@ codegen-examples: build
 	@set -e; bin=$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path); \
 	$$bin/ordoctl codegen --swift --output examples/playlist/swift/Sources/playlist $(CODEGEN_SCHEMA); \
 	$$bin/ordoctl codegen --c --output examples/playlist/c $(CODEGEN_SCHEMA); \
-	$$bin/ordoctl codegen --python --output examples/playlist/python $(CODEGEN_SCHEMA)
+	$$bin/ordoctl codegen --python --output examples/playlist/python $(CODEGEN_SCHEMA); \
+	$$bin/ordoctl codegen --swift --output examples/swift/Sources/songs examples/swift/songs.json

@@ -6,7 +6,8 @@
 #
 # 1. the exported symbols are exactly the functions ordo.h declares;
 # 2. ordo.h compiles alone as C99 and as C++ (-Wall -Wextra -Werror -pedantic);
-# 3. test_api.c, test_contracts.c, test_handles.c, test_devtools.c, test_resync.c, test_schema.c and test_conditions.c (C99) and test_header.cpp (C++) build
+# 3. test_api.c, test_contracts.c, test_handles.c, test_devtools.c, test_resync.c, test_snapshot.c,
+#    test_schema.c and test_conditions.c (C99) and test_header.cpp (C++) build
 #    with `pkg-config --cflags --libs ordo` alone and run, without
 #    LD_LIBRARY_PATH, under valgrind: any leak or invalid access fails;
 # 4. the conformance scenarios run through the library with ctypes;
@@ -60,9 +61,10 @@ $CC -std=c99 $strict -o "$work/regress_unregister_scheduled" "$here/regress_unre
 $CC -std=c99 $strict -o "$work/test_handles" "$here/test_handles.c" $flags -lpthread
 $CC -std=c99 $strict -o "$work/test_devtools" "$here/test_devtools.c" $flags
 $CC -std=c99 $strict -o "$work/test_resync" "$here/test_resync.c" $flags
+$CC -std=c99 $strict -o "$work/test_snapshot" "$here/test_snapshot.c" $flags
 $CC -std=c99 $strict -D_POSIX_C_SOURCE=200809L -o "$work/test_schema" "$here/test_schema.c" $flags
 $CC -std=c99 $strict -o "$work/test_conditions" "$here/test_conditions.c" $flags -lpthread
-for t in test_api test_contracts test_header_cxx regress_unregister_scheduled test_handles test_devtools test_resync test_schema test_conditions; do
+for t in test_api test_contracts test_header_cxx regress_unregister_scheduled test_handles test_devtools test_resync test_snapshot test_schema test_conditions; do
   valgrind -q --fair-sched=yes --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
     --suppressions="$here/valgrind.supp" "$work/$t"
 done

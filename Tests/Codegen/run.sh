@@ -4,8 +4,9 @@
 #
 #   Tests/Codegen/run.sh WORKDIR ORDOCTL LIBORDO SWIFT_BIN_PATH PYTHON
 #
-# 1. `ordoctl codegen` gives the checked-in files of examples/playlist/
-#    (no stale generated code), and refuses what it cannot generate;
+# 1. `ordoctl codegen` gives the checked-in files of examples/playlist/ and
+#    examples/swift/ (no stale generated code), and refuses what it cannot
+#    generate;
 # 2. removing or retyping playlist.total in the schema makes the Swift and C
 #    examples, which use its accessors, fail to compile (and they compile
 #    with the schema as it is);
@@ -38,7 +39,10 @@ done
 diff -u "$example/swift/Sources/playlist/PlaylistModel.swift" "$work/gen/swift/PlaylistModel.swift"
 diff -u "$example/c/playlist_model.h" "$work/gen/c/playlist_model.h"
 diff -u "$example/python/playlist_model.py" "$work/gen/python/playlist_model.py"
-echo "test-codegen: the checked-in accessors of examples/playlist are current"
+mkdir -p "$work/gen/songs"
+"$ordoctl" codegen --swift --output "$work/gen/songs" "$root/examples/swift/songs.json" >/dev/null
+diff -u "$root/examples/swift/Sources/songs/SongsModel.swift" "$work/gen/songs/SongsModel.swift"
+echo "test-codegen: the checked-in accessors of examples/playlist and examples/swift are current"
 # A usage error is status 2; a shape without accessors is refused (status 1)
 # naming the keypath.
 status=0; "$ordoctl" codegen --swift --c "$schema" 2>/dev/null || status=$?
@@ -160,6 +164,9 @@ m.x_y._2nd.touch()
 assert m.ordo.list.get("l1") == "none"
 m.ordo.list.set("l1", "one")
 assert m.ordo.list.get("l1") == "one" and m.ordo.list.any_element == "ordo.list.*"
+m.ordo.list.set("l0", "zero")
+assert list(m.ordo.list.values().items()) == [("l0", "zero"), ("l1", "one")]
+m.ordo.list.remove("l0")
 m.ordo.list.remove("l1")
 assert not bus.is_stored("ordo.list.l1")
 bus.close()

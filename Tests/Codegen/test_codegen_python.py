@@ -1,8 +1,8 @@
 """The generated Python accessors of the playlist schema (playlist_model.py,
 examples/playlist/python) over ordo.Bus (in-process) and ordo.Client (D-Bus,
 against `ordod --schema` on a private dbus-daemon): records written as one
-transaction's net changes, element removal, defaults, typed writes
-(Tests/Codegen/run.sh)."""
+transaction's net changes, element removal, listings of records (also
+inside contracts), defaults, typed writes (Tests/Codegen/run.sh)."""
 import os
 import sys
 
@@ -65,6 +65,34 @@ def test_removal_removes_the_subtree(session):
     tracks.remove("t1")
     assert tracks.get("t1") is None
     assert tracks.get("t2") == Track(duration=2, title="b")
+
+
+def test_records_list_every_element(session):
+    bus, _ = session
+    tracks = PlaylistModel(bus).playlist.tracks
+    assert tracks.records() == {}
+    tracks.set("t2", Track(duration=2, title="b"))
+    tracks.set("t1", Track(title="a"))
+    tracks.set("t3", Track(duration=3))
+    tracks.remove("t3")
+    records = tracks.records()
+    assert list(records) == ["t1", "t2"]
+    assert records == {"t1": Track(duration=0, title="a"), "t2": Track(duration=2, title="b")}
+
+
+def test_records_inside_contracts_obey_the_read_rules():
+    errors = []
+    bus = ordo.Bus(schema_file=SCHEMA, on_error=lambda contract, e: errors.append((contract.name, type(e))))
+    playlist = PlaylistModel(bus).playlist
+    bus.register("total", [playlist.tracks.tree], [playlist.total.keypath],
+                 lambda note: playlist.total.set(sum(t.duration for t in playlist.tracks.records().values())))
+    bus.register("titles", [playlist.tracks.any_element("title")], (), lambda note: playlist.tracks.records())
+    with bus.transaction():
+        playlist.tracks.set("t1", Track(duration=200, title="Intro"))
+        playlist.tracks.set("t2", Track(duration=95, title="Outro"))
+    assert playlist.total.get() == 295
+    assert errors == [("titles", ordo.ContractViolation)]
+    bus.close()
 
 
 def test_defaults_and_absent_fields(session):

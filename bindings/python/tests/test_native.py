@@ -57,6 +57,52 @@ def test_values_of_every_type(bus):
         bus.get("v.s", list)
 
 
+def test_snapshot_reads_values_and_counters_at_one_moment(bus):
+    values = {"v.b": False, "v.i": -2**63, "v.d": -0.25, "v.s": "héllo ✓", "v.e": "", "v.y": b"\x00\xff", "v.z": b""}
+    with bus.transaction():
+        for k, v in values.items():
+            bus.set(k, v)
+        bus.set("v.gone", 1)
+        bus.set("other", 1)
+    with bus.transaction():
+        bus.remove("v.gone")
+        bus.touch("v.event")
+        bus.set("v.i", 7)
+    values["v.i"] = 7
+    snap = bus.snapshot(["v.**"])
+    assert isinstance(snap, ordo.Snapshot)
+    assert snap == ordo.Snapshot(values, {**{k: 1 for k in values}, "v.i": 2, "v.gone": 2, "v.event": 1}, 2)
+    assert all(type(snap.values[k]) is type(v) for k, v in values.items())
+    assert bus.snapshot().values == {**values, "other": 1}
+    assert bus.snapshot(["v.i", "v.s", "v.i"]) == ordo.Snapshot({"v.i": 7, "v.s": "héllo ✓"}, {"v.i": 2, "v.s": 1}, 2)
+    assert bus.snapshot([]) == ordo.Snapshot({}, {}, 2)
+    # The thread's own transaction: its writes, no counter yet for a new value.
+    with bus.transaction():
+        bus.set("v.new", "x")
+        bus.remove("v.s")
+        assert bus.snapshot(["v.new", "v.s"]) == ordo.Snapshot({"v.new": "x"}, {"v.s": 1}, 2)
+    with pytest.raises(ordo.InvalidKeypath):
+        bus.snapshot(["v..x"])
+    with pytest.raises(ordo.InvalidArgument):
+        bus.snapshot("v.**")
+
+
+def test_snapshot_inside_a_callback_obeys_the_read_set(bus):
+    seen = {}
+
+    def reader(note):
+        seen["snapshot"] = bus.snapshot(["in.*"])
+        try:
+            bus.snapshot(["secret"])
+        except ordo.OrdoError as e:
+            seen["outside"] = type(e)
+    bus.register("reader", ["in.*"], [], reader)
+    with bus.transaction():
+        bus.set("in.a", 4)
+        bus.set("secret", 1)
+    assert seen == {"snapshot": ordo.Snapshot({"in.a": 4}, {}, 1), "outside": ordo.ContractViolation}
+
+
 def test_errors_are_typed_with_the_library_message(bus):
     with pytest.raises(ordo.NoTransaction):
         bus.set("a", 1)

@@ -17,14 +17,13 @@ schema = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "..", "s
 bus = ordo.Bus(schema_file=schema)
 model = PlaylistModel(bus)
 playlist = model.playlist
-ids = ("t1", "t2", "t3")
 
 
-# Computed data: the total of the tracks' durations (reading a record needs
-# its whole element in the read set).
+# Computed data: the total of the tracks' durations (reading records needs
+# their whole elements in the read set).
 @bus.contract("total", reads=[playlist.tracks.tree], writes=[playlist.total.keypath])
 def total(note):
-    playlist.total.set(sum(t.duration for t in map(playlist.tracks.get, ids) if t is not None))
+    playlist.total.set(sum(t.duration for t in playlist.tracks.records().values()))
 
 
 # A view of the titles: called only when a title changes.
@@ -46,7 +45,7 @@ playlist.tracks.set("t2", drive)
 print(f"after shortening t2: total = {playlist.total.get()}, title views = {len(title_views)}")
 
 playlist.tracks.remove("t3")
-print(f"after removing t3: t3 = {playlist.tracks.get('t3')}, total = {playlist.total.get()}")
+print(f"after removing t3: tracks = {','.join(playlist.tracks.records())}, total = {playlist.total.get()}")
 print(f"selected: {playlist.tracks.get(playlist.selection.get()).title}")
 model.ui.refresh.touch()
 print(f"refresh counter = {bus.counter(model.ui.refresh.keypath)}")

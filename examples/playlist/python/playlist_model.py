@@ -2,7 +2,7 @@
 # "Generated accessors"). Do not edit: regenerate it from the schema.
 """Typed accessors for the keypaths of the schema, over ordo.Bus or ordo.Client."""
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 from ordo.accessors import Access, Event, Property, typed
 
@@ -35,8 +35,13 @@ class PlaylistModelPlaylistTracks:
     def get(self, id: str) -> Optional[PlaylistModelPlaylistTracksRecord]:
         """Element id's record read at one moment, None when it holds no value."""
         stored = self._access.stored(self.keypath + "." + id, tuple(self._keys.values()))
-        if not stored:
-            return None
+        return self._record(stored) if stored else None
+
+    def records(self) -> Dict[str, PlaylistModelPlaylistTracksRecord]:
+        """Every element's record by id, read at one moment (one snapshot of `playlist.tracks.**`)."""
+        return {id: self._record(stored) for id, stored in self._access.elements(self.keypath).items()}
+
+    def _record(self, stored: Dict[str, Any]) -> PlaylistModelPlaylistTracksRecord:
         record = PlaylistModelPlaylistTracksRecord()
         for name, key in self._keys.items():
             if key in stored:

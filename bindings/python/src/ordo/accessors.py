@@ -23,12 +23,26 @@ class Access:
 
     def stored(self, prefix: str, keys: Tuple[str, ...]) -> Dict[str, Any]:
         """The stored values among ``prefix.key`` for ``keys``, by key, read at
-        one moment."""
-        if self.native:
-            with self.bus.transaction():
-                return {k: self.bus.get(prefix + "." + k) for k in keys if self.bus.is_stored(prefix + "." + k)}
+        one moment (one snapshot of ``prefix.**``)."""
         values = self.bus.snapshot([prefix + ".**"]).values
         return {k: values[prefix + "." + k] for k in keys if prefix + "." + k in values}
+
+    def elements(self, keypath: str) -> Dict[str, Dict[str, Any]]:
+        """The stored values under each element ``keypath.<id>``, by id (in
+        order) and by the rest of their keypath, read at one moment (one
+        snapshot of ``keypath.**``)."""
+        out: Dict[str, Dict[str, Any]] = {}
+        for k, v in sorted(self.bus.snapshot([keypath + ".**"]).values.items()):
+            id, _, rest = k[len(keypath) + 1:].partition(".")
+            if rest:
+                out.setdefault(id, {})[rest] = v
+        return out
+
+    def children(self, keypath: str) -> Dict[str, Any]:
+        """The stored values of ``keypath.<id>`` by id (in order), read at one
+        moment (one snapshot of ``keypath.*``)."""
+        values = self.bus.snapshot([keypath + ".*"]).values
+        return {k[len(keypath) + 1:]: v for k, v in sorted(values.items())}
 
     def write(self, set: Mapping[str, Any] = {}, touch: Tuple[str, ...] = (), remove: Tuple[str, ...] = (),
               remove_tree: Tuple[str, ...] = ()) -> None:

@@ -27,6 +27,7 @@ from ctypes import (CFUNCTYPE, POINTER, Structure, byref, c_bool, c_char_p, c_do
 from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 from .errors import InvalidArgument, LibraryNotFound, OrdoError, error_for_status
+from .client import Snapshot
 from .trace import ContractInfo, Trace, TraceStep
 from .values import Value, check_text, check_value
 
@@ -87,6 +88,14 @@ _TRACE_CALLBACK = CFUNCTYPE(None, c_void_p, POINTER(_Trace), c_void_p)
 _KIND_NAMES = {1: "priority", 2: "data", 3: "every-transaction"}
 _OUTCOMES = {0: "called", 1: "failed", 2: "unchanged", 3: "unregistered"}
 
+
+class _Value(Structure):
+    _fields_ = [("type", c_int), ("b", c_bool), ("i", c_int64), ("d", c_double),
+                ("s", c_void_p), ("bytes", c_void_p), ("len", c_size_t)]
+
+
+_SNAPSHOT_CALLBACK = CFUNCTYPE(None, c_char_p, POINTER(_Value), c_uint64, c_void_p)
+
 _SIGNATURES = {
     "ordo_version": (c_char_p, []),
     "ordo_last_error_message": (c_char_p, []),
@@ -118,6 +127,7 @@ _SIGNATURES = {
     "ordo_free": (None, [c_void_p]),
     "ordo_counter": (c_uint64, [c_void_p, c_char_p]),
     "ordo_get_counter": (c_int, [c_void_p, c_char_p, POINTER(c_uint64)]),
+    "ordo_snapshot": (c_int, [c_void_p, _STRINGS, c_size_t, _SNAPSHOT_CALLBACK, c_void_p, POINTER(c_uint64)]),
     "ordo_register": (c_int, [c_void_p, POINTER(_Spec), POINTER(c_uint64)]),
     "ordo_unregister": (c_int, [c_void_p, c_uint64]),
     "ordo_current_contract": (c_uint64, [c_void_p]),
@@ -271,6 +281,20 @@ def _array(items: Iterable[str], what: str):
 
 def _strings(arr, n: int) -> Tuple[str, ...]:
     return tuple(arr[i].decode("utf-8", "surrogateescape") for i in range(n))
+
+
+def _value(v: _Value) -> Value:
+    """The Python value of an ordo_value (strings and bytes copied)."""
+    kind = _TYPES[v.type]
+    if kind == "bool":
+        return v.b
+    if kind == "int64":
+        return v.i
+    if kind == "double":
+        return v.d
+    if kind == "string":
+        return ctypes.string_at(v.s, v.len).decode("utf-8")
+    return ctypes.string_at(v.bytes, v.len) if v.len else b""
 
 
 class Handle:
@@ -612,6 +636,33 @@ class Bus:
         out = c_uint64()
         self._check(self._lib.ordo_get_counter(self._bus(), _encode(keypath, "keypath"), byref(out)))
         return out.value
+
+    def snapshot(self, patterns: Iterable[str] = ("**",)) -> Snapshot:
+        """One consistent read of every keypath matching a pattern
+        (ordo_snapshot): stored values, counters (keypaths without a value
+        included) and the last committed id, as :meth:`Client.snapshot`
+        gives them. Inside a transaction or a callback, this thread's view;
+        inside a callback, every pattern must be readable by the contract."""
+        arr, n = _array(patterns, "patterns")
+        values: Dict[str, Value] = {}
+        counters: Dict[str, int] = {}
+        failures: List[BaseException] = []
+
+        def each(keypath, value, counter, user_data):
+            try:
+                k = keypath.decode("utf-8", "surrogateescape")
+                if counter:
+                    counters[k] = counter
+                if value:
+                    values[k] = _value(value.contents)
+            except BaseException as e:  # cannot cross the C library
+                failures.append(e)
+
+        txn = c_uint64(0)
+        self._check(self._lib.ordo_snapshot(self._bus(), arr, n, _SNAPSHOT_CALLBACK(each), None, byref(txn)))
+        if failures:
+            raise failures[0]
+        return Snapshot(values, counters, txn.value)
 
     # -- contracts ----------------------------------------------------------
 
