@@ -323,6 +323,50 @@ public final class OrdoClient {
     return rd.uint64()
   }
 
+  /// Commits one transaction with options (`CommitWith`, SPEC §15): it
+  /// applies only if every keypath of `expect` still has its counter (0:
+  /// never changed), else it fails with `dev.ordo.Error.Conflict`
+  /// (``OrdoRemoteError/code`` ``OrdoError/Code/conflict``) and nothing is
+  /// applied; with `owned`, the values it sets belong to this connection and
+  /// are removed, in one transaction, when it closes. Returns its id, 0 if
+  /// nothing changed.
+  @discardableResult
+  public func commit(
+    set: [(String, Value)] = [], touch: [String] = [], remove: [String] = [], expect: [(String, UInt64)] = [],
+    owned: Bool = false
+  ) throws(OrdoRemoteError) -> UInt64 {
+    let r = try call("CommitWith") { w in
+      w.valueDict(set)
+      w.stringArray(touch)
+      w.stringArray(remove)
+      w.dict { d in
+        if !expect.isEmpty { d.entry("expect", "a{st}") { $0.counterDict(Dictionary(expect, uniquingKeysWith: { $1 })) } }
+        if owned { d.entry("owned", bool: true) }
+      }
+    }
+    guard r.signature == "t" else { throw Self.bad("CommitWith") }
+    var rd = r.reader()
+    return rd.uint64()
+  }
+
+  /// The owned values among the keypaths matching `patterns` that this
+  /// peer may read: keypath and owner (the owning peer's unique name), by
+  /// keypath.
+  public func owners(_ patterns: [String] = ["**"]) throws(OrdoRemoteError) -> [(keypath: String, owner: String)] {
+    let r = try call("Owners") { $0.stringArray(patterns) }
+    guard r.signature == "a{ss}" else { throw Self.bad("Owners") }
+    var rd = r.reader()
+    var out: [(keypath: String, owner: String)] = []
+    var d = rd.recurse()
+    while !d.atEnd {
+      var e = d.recurse()
+      d.next()
+      guard let k = try? e.string("keypath"), let o = try? e.string("owner") else { throw Self.bad("Owners") }
+      out.append((k, o))
+    }
+    return out
+  }
+
   /// The value and counter of a keypath.
   public func get(_ keypath: String) throws(OrdoRemoteError) -> (value: Value, counter: UInt64) {
     let r = try call("Get") { $0.string(keypath) }

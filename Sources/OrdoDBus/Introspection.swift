@@ -11,7 +11,8 @@ public let introspectionXML: String = #"""
   Values travel as variants of type b, x, d, s or ay. Errors are named
   dev.ordo.Error.<Name> (InvalidArgument, InvalidKeypath, TypeMismatch,
   NotFound, NoTransaction, ContractViolation, Stability, Cycle, OrderConflict,
-  DuplicateName, Limit, AccessDenied, Dbus, Internal), or
+  DuplicateName, Limit, Storage, Schema, Conflict, AccessDenied, Dbus,
+  Internal), or
   org.freedesktop.DBus.Error.InvalidArgs for a wrong signature, value type or
   option type. See docs/dbus.md.
 -->
@@ -37,6 +38,25 @@ public let introspectionXML: String = #"""
       <arg name="touch" type="as" direction="in"/>
       <arg name="remove" type="as" direction="in"/>
       <arg name="txn" type="t" direction="out"/>
+    </method>
+    <!-- Commit with options (SPEC 15): expect (a{st}, keypath to counter:
+         if one has moved, nothing is applied and the call fails with
+         dev.ordo.Error.Conflict; needs the read right on those keypaths) and
+         owned (b: the values it sets belong to the caller and are removed,
+         in one transaction, when it leaves). Unknown options and options of
+         another type are org.freedesktop.DBus.Error.InvalidArgs. -->
+    <method name="CommitWith">
+      <arg name="set" type="a{sv}" direction="in"/>
+      <arg name="touch" type="as" direction="in"/>
+      <arg name="remove" type="as" direction="in"/>
+      <arg name="options" type="a{sv}" direction="in"/>
+      <arg name="txn" type="t" direction="out"/>
+    </method>
+    <!-- The owned values among the keypaths matching the patterns that the
+         caller may read: keypath to owner (the owning peer's unique name). -->
+    <method name="Owners">
+      <arg name="patterns" type="as" direction="in"/>
+      <arg name="owners" type="a{ss}" direction="out"/>
     </method>
     <method name="Get">
       <arg name="keypath" type="s" direction="in"/>

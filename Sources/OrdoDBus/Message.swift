@@ -326,6 +326,18 @@ struct MessageWriter {
     }
   }
 
+  /// An `a{ss}`, in the given key order.
+  mutating func stringDict(_ entries: [(String, String)]) {
+    container(ORDO_DBUS_TYPE_ARRAY, "{ss}") { a in
+      for (k, v) in entries {
+        a.container(ORDO_DBUS_TYPE_DICT_ENTRY, nil) { e in
+          e.string(k)
+          e.string(v)
+        }
+      }
+    }
+  }
+
   /// An `a{sv}` whose entries `body` writes with the `entry…` functions.
   mutating func dict(_ body: (inout MessageWriter) -> Void) {
     container(ORDO_DBUS_TYPE_ARRAY, "{sv}", body)

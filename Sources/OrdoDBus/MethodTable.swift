@@ -73,6 +73,10 @@ extension DBusService {
     Method(ordoInterface, "Register", "sasasa{sv}", right: .read, queueing: .register) { s, c throws(OrdoServiceError) in try s.register(c) },
     Method(ordoInterface, "Unregister", "o", queueing: .whileForeignPass) { s, c throws(OrdoServiceError) in try s.unregister(c) },
     Method(ordoInterface, "Commit", "a{sv}asas", right: .write, queueing: .whilePassWaits) { s, c throws(OrdoServiceError) in try s.commit(c) },
+    Method(ordoInterface, "CommitWith", "a{sv}asasa{sv}", right: .write, queueing: .whilePassWaits) { s, c throws(OrdoServiceError) in
+      try s.commitWith(c)
+    },
+    Method(ordoInterface, "Owners", "as", right: .read) { s, c throws(OrdoServiceError) in try s.ownersReply(c) },
     Method(ordoInterface, "Get", "s", right: .read) { s, c throws(OrdoServiceError) in try s.get(c) },
     Method(ordoInterface, "Snapshot", "as", right: .read) { s, c throws(OrdoServiceError) in try s.snapshot(c) },
     Method(ordoInterface, "Changes", "tas", right: .read) { s, c throws(OrdoServiceError) in try s.changes(c) },
@@ -242,6 +246,36 @@ extension DBusService {
     let got = m.signature
     guard got == signature else {
       throw .invalidArgs("\(method) expects arguments (\(signature)), got (\(got))")
+    }
+  }
+}
+
+extension DBusService {
+  /// Reads a method's `a{sv}` options: each key must be one of `types`
+  /// (option → signature of its value) and its value of that signature,
+  /// else `InvalidArgs` naming the options; `body` reads the value.
+  func readOptions(
+    _ r: inout MessageReader, _ method: String, _ types: KeyValuePairs<String, String>,
+    _ body: (String, inout MessageReader) throws(OrdoServiceError) -> Void
+  ) throws(OrdoServiceError) {
+    let known = types.map { "\($0.key) (\($0.value))" }.joined(separator: ", ")
+    var opts = r.recurse()
+    r.next()
+    var seen = 0
+    while !opts.atEnd {
+      seen += 1
+      guard seen <= 16 else { throw .ordo(OrdoError(.limit, "\(method): more than 16 options (the options are \(known))")) }
+      var e = opts.recurse()
+      opts.next()
+      let key: String
+      do { key = try e.string("option name") } catch { throw .invalidArgs(error.message) }
+      guard let sig = types.first(where: { $0.key == key })?.value else {
+        throw .invalidArgs("\(method): unknown option \"\(key)\"; the options are \(known)")
+      }
+      var v = e.recurse()
+      let got = v.currentSignature()
+      guard got == sig else { throw .invalidArgs("\(method): option \"\(key)\" must be of type '\(sig)', got '\(got)'") }
+      try body(key, &v)
     }
   }
 }

@@ -18,36 +18,20 @@ extension DBusService {
     var priority: Int32?
     var flags: ContractFlags = []
     var timeoutMs = limits.defaultWriterTimeoutMs
-    var opts = r.recurse()
-    var seen = 0
-    while !opts.atEnd {
-      seen += 1
-      guard seen <= 16 else { throw .ordo(OrdoError(.limit, "Register: more than 16 options (there are three: priority, notify-initial, timeout-ms)")) }
-      var e = opts.recurse()
-      opts.next()
-      let key: String
-      do { key = try e.string("option name") } catch { throw .invalidArgs(error.message) }
-      var v = e.recurse()
-      let sig = v.currentSignature()
-      func need(_ s: String) throws(OrdoServiceError) {
-        guard sig == s else { throw .invalidArgs("Register: option \"\(key)\" must be of type '\(s)', got '\(sig)'") }
-      }
+    try readOptions(&r, "Register", ["priority": "i", "notify-initial": "b", "timeout-ms": "u"]) { key, v throws(OrdoServiceError) in
       switch key {
       case "priority":
-        try need("i")
         priority = v.int32()
       case "notify-initial":
-        try need("b")
         if v.bool() { flags.insert(.notifyInitial) }
       case "timeout-ms":
-        try need("u")
         timeoutMs = v.uint32()
         guard timeoutMs > 0 else { throw .invalidArgs("Register: option \"timeout-ms\" must be at least 1") }
         guard timeoutMs <= limits.maxWriterTimeoutMs else {
           throw .ordo(OrdoError(.limit, "Register: timeout-ms \(timeoutMs) is more than \(limits.maxWriterTimeoutMs) (limit max-writer-timeout-ms)"))
         }
       default:
-        throw .invalidArgs("Register: unknown option \"\(key)\"; the options are priority (i), notify-initial (b), timeout-ms (u)")
+        break
       }
     }
     if reads.count + writes.count > limits.maxKeypathsPerCall {

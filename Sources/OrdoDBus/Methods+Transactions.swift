@@ -1,5 +1,5 @@
-// The method that writes: `Commit`, and the decoding of the writes it and
-// `Complete` carry.
+// The methods that write: `Commit` and `CommitWith`, and the decoding of
+// the writes they and `Complete` carry.
 import CDBus
 import Ordo
 
@@ -48,21 +48,70 @@ extension DBusService {
     var r = c.m.reader()
     let batch = try readWrites(&r, "Commit")
     try c.access.requireWrites(batch, for: "Commit")
+    return try commit(c, batch)
+  }
+
+  /// `CommitWith(a{sv} set, as touch, as remove, a{sv} options) → t`
+  /// (SPEC §15): a `Commit` with options — `expect` (`a{st}`, keypath →
+  /// counter: a counter that moved fails the whole commit with `Conflict`;
+  /// needs the read right on each keypath) and `owned` (`b`: the values it
+  /// sets belong to the caller and are removed when it leaves).
+  func commitWith(_ c: Call) throws(OrdoServiceError) -> DBusMessageRef? {
+    var r = c.m.reader()
+    let batch = try readWrites(&r, "CommitWith")
+    var expect: [(String, UInt64)] = []
+    var owned = false
+    try readOptions(&r, "CommitWith", ["expect": "a{st}", "owned": "b"]) { key, v throws(OrdoServiceError) in
+      switch key {
+      case "expect":
+        var d = v.recurse()
+        while !d.atEnd {
+          guard expect.count < limits.maxKeypathsPerCall else {
+            throw .ordo(OrdoError(.limit, "CommitWith: more than \(limits.maxKeypathsPerCall) entries in expect (limit max-keypaths-per-call)"))
+          }
+          var e = d.recurse()
+          d.next()
+          let k: String
+          do throws(InvalidArgs) { k = try e.string("CommitWith expect key") } catch { throw .invalidArgs(error.message) }
+          expect.append((k, e.uint64()))
+        }
+      case "owned":
+        owned = v.bool()
+      default:
+        break
+      }
+    }
+    try c.access.requireWrites(batch, for: "CommitWith")
+    for (k, _) in expect { try c.access.require(.read, k, for: "CommitWith expect") }
+    return try commit(c, batch, expect: expect, owner: owned ? owner(of: c.sender) : nil)
+  }
+
+  /// Runs one remote transaction: `batch` with its conditions, its sets
+  /// owned by `owner` if given; the reply waits in the acknowledgement hold
+  /// with a durability.
+  private func commit(
+    _ c: Call, _ batch: [Write], expect: [(String, UInt64)] = [], owner: Owner? = nil
+  ) throws(OrdoServiceError) -> DBusMessageRef? {
     statistics.commits.add(1, ordering: .relaxed)
     loopInBusCall.add(1, ordering: .relaxed)
     defer { loopInBusCall.subtract(1, ordering: .relaxed) }
-    bus.begin()
     let txn: UInt64
     do throws(OrdoError) {
-      try bus.write(batch)
-      txn = try bus.commit()
-    } catch {
-      try? bus.rollback()
-      if hold.isOn {
-        // The pass ran (observers' Notify signals are held) but the
-        // transaction was not applied, e.g. the state file refused it.
-        hold.dropNotifies(after: bus.transactionID)
+      if let owner { try bus.begin(owner: owner) } else { bus.begin() }
+      do throws(OrdoError) {
+        for (k, n) in expect { try bus.expect(k, counter: n) }
+        try bus.write(batch)
+        txn = try bus.commit()
+      } catch {
+        try? bus.rollback()
+        if hold.isOn {
+          // The pass ran (observers' Notify signals are held) but the
+          // transaction was not applied, e.g. the state file refused it.
+          hold.dropNotifies(after: bus.transactionID)
+        }
+        throw error
       }
+    } catch {
       throw .ordo(error)
     }
     guard let reply = c.m.methodReturn({ $0.uint64(txn) }) else { return nil }

@@ -1,5 +1,5 @@
 // Peer tracking: the bus daemon's `NameOwnerChanged` tells which peer left;
-// its contracts and trace subscription go with it.
+// its contracts, trace subscription and owned values go with it.
 import CDBus
 import Ordo
 
@@ -17,10 +17,10 @@ extension DBusService {
     // pass) leaves after them, so that nothing it registered outlives it.
     let callsQueued = deferred.contains { if case .call(let c) = $0 { c.sender == name } else { false } }
     if !callsQueued {
-      guard let peer = remote.peers[name] else { return }
-      guard !peer.contracts.isEmpty else {
-        // Only its identity was known: forget it.
+      guard let peer = remote.peers[name], !peer.contracts.isEmpty else {
+        // Only its identity, or nothing, was known: forget it.
         _ = remote.removePeer(name)
+        releaseOwner(of: name)
         return
       }
     }
@@ -33,8 +33,10 @@ extension DBusService {
     }
   }
 
-  /// Unregisters the contracts of a peer that left and forgets it.
+  /// Unregisters the contracts of a peer that left, removes the values it
+  /// owned and forgets it.
   func removePeer(_ name: String) {
+    releaseOwner(of: name)
     guard remote.peers[name] != nil else { return }
     let ids = remote.removePeer(name)
     if ids.isEmpty { return }
@@ -45,3 +47,4 @@ extension DBusService {
     log(.info, "\(name) left the bus: removed its \(ids.count) contract\(ids.count == 1 ? "" : "s")")
   }
 }
+

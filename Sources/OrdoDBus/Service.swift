@@ -112,6 +112,9 @@ public final class DBusService: @unchecked Sendable {
   /// The peers subscribed to pass traces (`SubscribeTrace`); the bus's
   /// trace hook is installed only while there is one (Methods+Traces.swift).
   let traces = TraceSubscribers()
+  /// The owners of the values peers committed as owned, by peer (SPEC §15;
+  /// Owners.swift). Loop thread only.
+  var owners: [String: Owner] = [:]
   /// The key of the service's trace listener on the bus, while installed.
   let traceListener = PThreadLocked<UInt64?>(nil)
 

@@ -13,8 +13,11 @@ let usage = """
   commands:
     get KEY…                       print values (one KEY: the value alone); a schema's
                                    default is marked "(default)"
-    set KEY=VALUE…                 set values in one transaction; prints its id (with a
-                                   schema, a bare VALUE is read as the declared type)
+    set KEY=VALUE… [--expect KEY=COUNTER]…
+                                   set values in one transaction; prints its id (with a
+                                   schema, a bare VALUE is read as the declared type);
+                                   with --expect, only if KEY's counter is still COUNTER
+                                   (else status 1, Conflict, nothing applied)
     set --merge [--max-batch N]    read KEY=VALUE, touch KEY, rm KEY lines from stdin and
                                    write them as they come, merged: lines read while a
                                    Commit is in flight join the next one (at most N
@@ -46,6 +49,7 @@ let usage = """
                                    write what an earlier contract reads (found only at
                                    run time otherwise); status 1 when there is any
     stats                          the service's counters
+    owners [PATTERN…]              the owned values (default pattern **) and their owners
     schema [PATTERN…]              the service's schema as a tree: types, defaults,
                                    constraints, descriptions (docs/schema.md)
     schema --check FILE            validate a schema file (no bus needed)
@@ -197,7 +201,23 @@ case "set" where args.first == "--merge":
   action = { [maxBatch] client in mergedSet(client, maxBatch: maxBatch) }
 
 case "set":
-  let assignments = parseArguments(args, command: "set").operands
+  // --expect KEY=COUNTER, repeatable: the commit's conditions (SPEC §15).
+  var expect: [(String, UInt64)] = []
+  var setArgs: [String] = []
+  var rest = args[...]
+  while let a = rest.popFirst() {
+    guard a == "--expect" else {
+      setArgs.append(a)
+      if a == "--" { setArgs.append(contentsOf: rest); break }
+      continue
+    }
+    guard let v = rest.popFirst() else { fail("set --expect needs KEY=COUNTER", code: 2) }
+    guard let eq = v.firstIndex(of: "="), let n = UInt64(v[v.index(after: eq)...]) else {
+      fail("set --expect \"\(v)\" is not KEY=COUNTER (a counter is an integer >= 0)", code: 2)
+    }
+    expect.append((String(v[..<eq]), n))
+  }
+  let assignments = parseArguments(setArgs, command: "set").operands
   guard !assignments.isEmpty else { fail("set needs KEY=VALUE arguments", code: 2) }
   var texts: [(key: String, text: String)] = []
   for a in assignments {
@@ -209,7 +229,7 @@ case "set":
     }
     texts.append((String(a[..<eq]), text))
   }
-  action = { [texts] client in
+  action = { [texts, expect] client in
     run { () throws(OrdoRemoteError) in
       // With a schema, a bare value is read as its keypath's declared type.
       let schema = texts.allSatisfy { ValueText.hasTypePrefix($0.text) } ? nil : try client.schema
@@ -221,7 +241,15 @@ case "set":
           fail("\(k)=\(text): \(error.message)", code: 2)
         }
       }
-      out(String(try client.commit(set: sets)))
+      out(String(expect.isEmpty ? try client.commit(set: sets) : try client.commit(set: sets, expect: expect)))
+    }
+  }
+
+case "owners":
+  let patterns = parseArguments(args, command: "owners").operands
+  action = { client in
+    run { () throws(OrdoRemoteError) in
+      for (k, owner) in try client.owners(patterns.isEmpty ? ["**"] : patterns) { out("\(k)\t\(owner)") }
     }
   }
 

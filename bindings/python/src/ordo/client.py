@@ -662,12 +662,40 @@ class Client:
         return self._call(self.name, path, interface, member, signature, args, timeout)
 
     def commit(self, set: Optional[Mapping[str, Value]] = None, touch: Iterable[str] = (),
-               remove: Iterable[str] = ()) -> int:
+               remove: Iterable[str] = (), *, expect: Optional[Mapping[str, int]] = None,
+               owned: bool = False) -> int:
         """One atomic transaction: every ``set``, then every ``touch``, then
         every ``remove`` (``k.**`` removes the tree). Returns its id, 0 if
-        nothing changed. Values are checked before anything is sent."""
+        nothing changed. Values are checked before anything is sent.
+
+        ``expect`` (keypath → counter, 0: never changed) makes it
+        conditional: if a counter has moved nothing is applied and
+        :class:`Conflict` is raised, naming the keypath and both counters.
+        With ``owned`` the values it sets belong to this connection and are
+        removed, in one transaction, when it closes (SPEC §15; sent as
+        ``CommitWith``)."""
         body = _writes_body(set, touch, remove)
-        return self.call("Commit", "a{sv}asas", *body)[0]
+        if expect is None and not owned:
+            return self.call("Commit", "a{sv}asas", *body)[0]
+        options: Dict[str, Tuple[str, Any]] = {}
+        if expect:
+            if not isinstance(expect, Mapping):
+                raise InvalidArgument(f"expect: a mapping of keypath to counter, not {expect!r}")
+            for k, n in expect.items():
+                _check_str(k, "expect keypath")
+                if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n < 2**64:
+                    raise InvalidArgument(f"expect[{k!r}]: a counter (int >= 0), not {n!r}")
+            options["expect"] = ("a{st}", dict(expect))
+        if not isinstance(owned, bool):
+            raise InvalidArgument(f"owned: a bool, not {owned!r}")
+        if owned:
+            options["owned"] = ("b", True)
+        return self.call("CommitWith", "a{sv}asasa{sv}", *body, options)[0]
+
+    def owners(self, patterns: Iterable[str] = ("**",)) -> Dict[str, str]:
+        """The owned values among the keypaths matching ``patterns`` that
+        this peer may read: keypath → owner (the owning peer's unique name)."""
+        return dict(self.call("Owners", "as", _strings(patterns, "patterns"))[0])
 
     def get(self, keypath: str) -> Entry:
         """The keypath's value and counter; :class:`NotFound` if it holds none."""
