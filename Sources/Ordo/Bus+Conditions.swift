@@ -192,3 +192,17 @@ public final class Owner: Sendable {
 
   deinit { release() }
 }
+
+extension Bus {
+  /// Removes, in one transaction with a normal pass, the values a
+  /// persistence layer restored as owned whose owners are gone (SPEC §15:
+  /// with durable state, owned values are removed in the first transaction
+  /// after a restart). Returns that transaction's id (0 if there were none).
+  package func releaseRestoredOwnedValues() -> UInt64 {
+    let id = withGate { store.ownership.restoredOwner }
+    guard id != 0 else { return 0 }
+    let before = withGate { store.lastTransaction }
+    releaseOwner(id)
+    return withGate { store.lastTransaction == before ? 0 : store.lastTransaction }
+  }
+}

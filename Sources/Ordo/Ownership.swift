@@ -94,4 +94,38 @@ final class Ownership {
 
   /// Whether the value at `node` is owned (for persistence).
   func owns(_ node: KeyNode) -> Bool { ownerOf[ObjectIdentifier(node)] != nil }
+
+  /// Whether each journal record's value is owned once the running
+  /// transaction settles (``settle(_:)``), by record index: for a
+  /// persistence layer, before the commit.
+  func after(_ journal: Journal) -> (Int) -> Bool {
+    var byNoted: Set<ObjectIdentifier> = []
+    for (n, owner) in noted where names[owner] != nil { byNoted.insert(ObjectIdentifier(n)) }
+    return { [ownerOf] i in
+      let r = journal[i]
+      return r.node.with { n in
+        guard n.hasValue else { return false }
+        if byNoted.contains(ObjectIdentifier(n)) { return true }
+        return !r.ownValue && ownerOf[ObjectIdentifier(n)] != nil
+      }
+    }
+  }
+
+  /// The id of the owner that holds the values a persistence layer
+  /// restored as owned whose owners are not live (0: none).
+  private(set) var restoredOwner: UInt64 = 0
+
+  /// Takes the ownership a restore brought back: values no longer held are
+  /// no longer owned, and restored owned values that no live owner holds
+  /// belong to one owner, ``restoredOwner``, whose release removes them.
+  func restored(_ owned: [KeyNode]) {
+    for n in values.values.flatMap(\.values) where !n.hasValue { drop(n) }
+    let orphans = owned.filter { ownerOf[ObjectIdentifier($0)] == nil }
+    guard !orphans.isEmpty else { return }
+    if restoredOwner == 0 || names[restoredOwner] == nil { restoredOwner = add(name: "(before the restart)") }
+    for n in orphans {
+      ownerOf[ObjectIdentifier(n)] = restoredOwner
+      values[restoredOwner, default: [:]][ObjectIdentifier(n)] = n
+    }
+  }
 }

@@ -386,10 +386,26 @@ final class Store {
 
   /// The keypaths whose counters rise if the transaction commits as
   /// transaction `txn`, with their state after it (for a commit hook).
+  /// Also the keypaths whose ownership changes without a change of their
+  /// value (their counter and changed-at as they are).
   func pendingChanges(_ txn: UInt64) -> [KeyState] {
     var out: [KeyState] = []
-    for i in 0..<journal.count where journal.counts(i) {
-      journal[i].node.with { n in out.append(KeyState(keypath: n.key, value: n.value, counter: n.counter + 1, changedAt: txn)) }
+    guard !ownership.isEmpty else {
+      for i in 0..<journal.count where journal.counts(i) {
+        journal[i].node.with { n in out.append(KeyState(keypath: n.key, value: n.value, counter: n.counter + 1, changedAt: txn)) }
+      }
+      return out
+    }
+    let after = ownership.after(journal)
+    for i in 0..<journal.count {
+      journal[i].node.with { n in
+        let owned = after(i)
+        if journal.counts(i) {
+          out.append(KeyState(keypath: n.key, value: n.value, counter: n.counter + 1, changedAt: txn, owned: owned))
+        } else if owned != ownership.owns(n) {
+          out.append(KeyState(keypath: n.key, value: n.value, counter: n.counter, changedAt: n.changedAt, owned: owned))
+        }
+      }
     }
     return out
   }
@@ -499,12 +515,15 @@ final class Store {
       n.counter = 0
       n.changedAt = 0
     }
+    var owned: [KeyNode] = []
     for (t, s) in targets {
       let n = node(t).node
       setValue(n, s.value)
       n.counter = s.counter
       n.changedAt = s.changedAt
+      if s.owned && s.value != nil { owned.append(n) }
     }
+    ownership.restored(owned)
     // The nodes created here are the model's: nothing to prune.
     journal.created.removeAll(keepingCapacity: true)
     self.epoch = epoch
@@ -522,13 +541,17 @@ package struct KeyState: Sendable, Hashable {
   package var counter: UInt64
   /// The last committed transaction that changed it.
   package var changedAt: UInt64
+  /// Its value belongs to an owner (SPEC §15): restored, it is removed by
+  /// ``Bus/releaseRestoredOwnedValues()`` — its owner did not survive.
+  package var owned: Bool
 
   /// Makes a keypath state.
-  package init(keypath: String, value: Value?, counter: UInt64, changedAt: UInt64) {
+  package init(keypath: String, value: Value?, counter: UInt64, changedAt: UInt64, owned: Bool = false) {
     self.keypath = keypath
     self.value = value
     self.counter = counter
     self.changedAt = changedAt
+    self.owned = owned
   }
 }
 

@@ -219,4 +219,41 @@ import Testing
     #expect(seen.value?.code == .invalidArgument)
     #expect(bus.transactionID == 1)
   }
+
+  @Test func aPersistenceLayerLearnsAndRestoresOwnership() throws {
+    let bus = Bus()
+    let seen = Box<[KeyState]>([])
+    bus.setCommitHook { _, changes in seen.mutate { $0 += changes } }
+    let owner = Owner(bus, name: "o")
+    try bus.transaction(owner: owner) { () throws(OrdoError) in
+      try bus.set("a", .int64(1))
+      try bus.set("b", .int64(1))
+    }
+    #expect(seen.value.map(\.owned) == [true, true])
+    seen.value = []
+    // An equal-value plain write changes a's ownership, not its value: the
+    // layer learns it with the transaction's changes.
+    try bus.transaction { () throws(OrdoError) in
+      try bus.set("a", .int64(1))
+      try bus.set("c", .int64(5))
+    }
+    #expect(seen.value == [
+      KeyState(keypath: "a", value: .int64(1), counter: 1, changedAt: 1, owned: false),
+      KeyState(keypath: "c", value: .int64(5), counter: 1, changedAt: 2),
+    ])
+
+    let restored = Bus()
+    let calls = Calls()
+    try restored.register(name: "r", reads: ["**"]) { calls.add("r", $0) }
+    try restored.restore(epoch: bus.epoch, lastTransaction: 2, keypaths: [
+      KeyState(keypath: "b", value: .int64(1), counter: 1, changedAt: 1, owned: true),
+      KeyState(keypath: "c", value: .int64(5), counter: 1, changedAt: 2),
+    ])
+    #expect(try restored.ownedValues() == [OwnedValue(keypath: "b", owner: "(before the restart)")])
+    #expect(restored.releaseRestoredOwnedValues() == 3)
+    #expect(calls.all == [Call(name: "r", changed: ["b"], txn: 3)])
+    #expect(try restored.value("b") == nil)
+    #expect(try restored.value("c") == .int64(5))
+    #expect(restored.releaseRestoredOwnedValues() == 0)
+  }
 }
