@@ -71,6 +71,9 @@ final class Gate {
   /// transition below runs on the thread that acquired the bus); read with
   /// the lock, and by the owner without it (``ownsOpenTransaction``).
   var phase = Phase.idle
+  /// The `begin(owner:)` scopes of the open transaction, innermost last
+  /// (the phase carries the innermost). Owner's thread, lock held.
+  private var ownedScopes: [OwnedScope] = []
   /// Ownership tickets: the next to hand out, and the one whose turn it is.
   private var nextTicket: UInt64 = 0
   private var serving: UInt64 = 0
@@ -130,6 +133,7 @@ final class Gate {
   /// Ends whatever was open and gives the bus up. Lock held.
   func finish() {
     phase = .idle
+    if !ownedScopes.isEmpty { ownedScopes.removeAll() }
     release()
   }
 
@@ -207,7 +211,9 @@ final class Gate {
   /// Returns false outside an open transaction (in a callback). Lock held.
   func own(_ owner: UInt64) -> Bool {
     guard isOwner, case .open(let d, _) = phase else { return false }
-    phase = .open(depth: d, owned: OwnedScope(owner: owner, depth: d))
+    let scope = OwnedScope(owner: owner, depth: d)
+    ownedScopes.append(scope)
+    phase = .open(depth: d, owned: scope)
     return true
   }
 
@@ -226,10 +232,15 @@ final class Gate {
     guard isOwner else { return .refused }
     switch phase {
     case .idle: return .refused
-    case .open(let d, let scope):
+    case .open(let d, var scope):
       if d == 1 { return .outermost }
-      // The commit of a `begin(owner:)` ends its scope.
-      phase = .open(depth: d - 1, owned: scope?.depth == d ? nil : scope)
+      // The commit of a `begin(owner:)` ends its scope; the scope it was
+      // nested in, if any, goes on.
+      if scope?.depth == d {
+        ownedScopes.removeLast()
+        scope = ownedScopes.last
+      }
+      phase = .open(depth: d - 1, owned: scope)
       return .joined
     case .pass(let txn, var call):
       guard let d = call?.depth, d > 0 else { return call == nil ? .joined : .refused }

@@ -131,6 +131,8 @@ final class RunState: @unchecked Sendable {
   /// Failures of on_notify actions, reported by the enclosing step.
   private var actionFailures: [String] = []
   var handles: [String: ContractHandle] = [:]
+  /// The owners the scenario made (`owner`), by name.
+  var owners: [String: Owner] = [:]
   let access: ConformanceRunner.Access
 
   init(bus: Bus, access: ConformanceRunner.Access = .strings) {
@@ -144,6 +146,13 @@ final class RunState: @unchecked Sendable {
   /// Every call recorded so far, one line each.
   var allCalls: [String] {
     lock.withLock { calls.map { "\($0.contract) \($0.changed) \($0.txn)" } }
+  }
+
+  /// The owner a step names (`name`), made by an earlier `owner` step.
+  private func owner(_ step: Step) throws -> Owner {
+    let name = try step.string("name")
+    guard let o = owners[name] else { throw ScenarioError("\(step.location): no owner named \"\(name)\" was made by this scenario") }
+    return o
   }
 
   /// The handle of a keypath, when this run goes through handles.
@@ -311,6 +320,22 @@ final class RunState: @unchecked Sendable {
       let key = try step.string("key")
       if let h = try readHandle(key) { return try bus.counter(h) }
       return try bus.counter(key)
+    case "expect":
+      guard let n = (step.fields["counter"] as? NSNumber)?.uint64Value else {
+        throw ScenarioError("\(step.location): expect needs a numeric \"counter\"")
+      }
+      try bus.expect(try step.string("key"), counter: n)
+      return nil
+    case "owner":
+      let name = try step.string("name")
+      owners[name] = Owner(bus, name: name)
+      return nil
+    case "begin_owned":
+      try bus.begin(owner: try owner(step))
+      return nil
+    case "release":
+      try owner(step).release()
+      return nil
     default:
       throw ScenarioError("\(step.location): unknown op")
     }

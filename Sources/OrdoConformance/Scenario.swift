@@ -87,7 +87,10 @@ struct Step: @unchecked Sendable {
     guard let o = any as? [String: Any], let op = o["op"] as? String else {
       throw ScenarioError("\(location): a step is an object with \"op\"")
     }
-    let known = ["register", "unregister", "begin", "commit", "rollback", "set", "touch", "remove", "remove_tree", "get", "counter"]
+    let known = [
+      "register", "unregister", "begin", "commit", "rollback", "set", "touch", "remove", "remove_tree", "get", "counter",
+      "expect", "owner", "begin_owned", "release",
+    ]
     guard known.contains(op) else { throw ScenarioError("\(location): unknown op \"\(op)\"") }
     self.op = op
     self.fields = o

@@ -103,6 +103,10 @@ def load_library(path):
         "ordo_handle_get_bytes": (st, [c_void_p, POINTER(c_void_p), POINTER(c_size_t)]),
         "ordo_handle_get_counter": (st, [c_void_p, POINTER(c_uint64)]),
         "ordo_unregister": (st, [c_void_p, c_uint64]),
+        "ordo_expect_counter": (st, [c_void_p, c_char_p, c_uint64]),
+        "ordo_owner_new": (st, [c_void_p, c_char_p, POINTER(c_void_p)]),
+        "ordo_begin_owned": (st, [c_void_p, c_void_p]),
+        "ordo_owner_free": (None, [c_void_p]),
     }
     for name, (restype, argtypes) in sigs.items():
         f = getattr(lib, name)
@@ -201,7 +205,7 @@ def decode_value(raw, location):
 ORDO_E_SCHEMA = 14
 
 KNOWN_OPS = ["register", "unregister", "begin", "commit", "rollback", "set", "touch", "remove",
-             "remove_tree", "get", "counter"]
+             "remove_tree", "get", "counter", "expect", "owner", "begin_owned", "release"]
 
 
 class Step:
@@ -316,6 +320,7 @@ class Run:
         self.calls = []            # (contract name, [changed], txn)
         self.action_failures = []
         self.handles = {}          # name -> contract id
+        self.owners = {}           # name -> ordo_owner *, until released
         self.keep = []             # ctypes callbacks must outlive their contracts
         self.destroys = {}         # token -> times destroy ran
         self.registered = {}       # token -> contract name, for successful registrations
@@ -332,6 +337,9 @@ class Run:
         once per registered contract (and never for failed ones)."""
         self.lib.ordo_bus_free(self.bus)
         self.bus = None
+        for owner in self.owners.values():
+            self.lib.ordo_owner_free(owner)  # after its bus: nothing to remove
+        self.owners = {}
         for token, name in sorted(self.registered.items()):
             n = self.destroys.get(token, 0)
             if n != 1:
@@ -468,7 +476,33 @@ class Run:
             n = c_uint64(0)
             self.check(self.on("get_counter", encode(step.string("key")), byref(n)))
             return n.value
+        if op == "expect":
+            n = step.fields.get("counter")
+            if not isinstance(n, int) or isinstance(n, bool):
+                raise ScenarioError('%s: expect needs a numeric "counter"' % step.location)
+            self.check(lib.ordo_expect_counter(bus, encode(step.string("key")), n))
+            return None
+        if op == "owner":
+            owner = c_void_p(None)
+            self.check(lib.ordo_owner_new(bus, encode(step.string("name")), byref(owner)))
+            self.owners[step.string("name")] = owner.value
+            return None
+        if op == "begin_owned":
+            self.check(lib.ordo_begin_owned(bus, self.owner(step)))
+            return None
+        if op == "release":
+            lib.ordo_owner_free(self.owner(step))
+            del self.owners[step.string("name")]
+            return None
         raise ScenarioError("%s: unknown op" % step.location)
+
+    def owner(self, step):
+        """The owner a step names, made by an earlier owner step and not
+        released (ordo_owner_free frees it)."""
+        name = step.string("name")
+        if name not in self.owners:
+            raise ScenarioError('%s: no owner named "%s" is live in this scenario' % (step.location, name))
+        return self.owners[name]
 
     def on(self, fn, key, *rest):
         """Calls ordo_<fn>(bus, key, ...) or, through handles,

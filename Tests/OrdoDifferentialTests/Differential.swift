@@ -222,6 +222,7 @@ extension Differential {
     s.priority = (o["priority"] as? NSNumber)?.int32Value
     s.notifyInitial = (o["flags"] as? [String] ?? []).contains("notify_initial")
     s.onlyTxn = (o["only_txn"] as? NSNumber)?.uint64Value
+    s.counter = (o["counter"] as? NSNumber)?.uint64Value
     s.onNotify = try (o["on_notify"] as? [Any] ?? []).map(parse)
     s.expectError = o["expect_error"] as? String
     if op == "get", let v = o["expect"] { s.expectValue = try parseValue(v) }

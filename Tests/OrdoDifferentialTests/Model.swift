@@ -121,6 +121,19 @@ final class Model {
   var awaitingInitial: [Contract] = []
   var frames: [Frame] = []
 
+  // Conditions and owned values (SPEC §15).
+  /// A condition of the open transaction did not hold.
+  var conflict = false
+  /// Live owners; the owner of each owned value; the open transaction's
+  /// `begin_owned` scopes (innermost last, with the depth of their begin);
+  /// its owned sets; owners released from callbacks, removed when the pass
+  /// ends.
+  var owners: Set<String> = []
+  var ownerOf: [String: String] = [:]
+  var ownedScopes: [(owner: String, depth: Int)] = []
+  var noted: [(key: String, owner: String)] = []
+  var releasesAtEndOfPass: [String] = []
+
   // Output.
   var calls: [Call] = []
   /// Every outcome of each step or action (an action runs once per call).
@@ -267,6 +280,10 @@ final class Model {
       case "remove_tree": try write(s.key ?? "", .removeTree)
       case "get": o.value = try get(s.key ?? "")
       case "counter": o.counter = try counter(s.key ?? "")
+      case "expect": try expect(s.key ?? "", s.counter ?? 0)
+      case "owner": owners.insert(s.name ?? "")
+      case "begin_owned": try beginOwned(s.name ?? "")
+      case "release": try release(s.name ?? "")
       default: throw Unsupported(description: "unknown op \(s.op)")
       }
     } catch let f as Fail {
@@ -406,9 +423,20 @@ final class Model {
       return 0
     }
     guard depth > 0 else { throw Fail("NO_TRANSACTION") }
+    if ownedScopes.last?.depth == depth { ownedScopes.removeLast() }
     depth -= 1
     guard depth == 0 else { return 0 }
+    if conflict {
+      discardTransaction()
+      try runAwaitedInitials()
+      throw Fail("CONFLICT")
+    }
     let txn = try runPass()
+    if txn != 0 {
+      let due = releasesAtEndOfPass
+      releasesAtEndOfPass = []
+      for o in due { try release(o) }
+    }
     try runAwaitedInitials()
     return txn
   }
@@ -416,11 +444,65 @@ final class Model {
   func rollback() throws {
     guard frames.isEmpty else { throw Fail("INVALID_ARGUMENT") }
     guard depth > 0 else { throw Fail("NO_TRANSACTION") }
+    discardTransaction()
+    try runAwaitedInitials()
+  }
+
+  /// Forgets the open transaction: values as at its start, no condition,
+  /// no owned write.
+  func discardTransaction() {
     for (k, old) in start { values[k] = old }
     start = [:]
     written = []
     depth = 0
-    try runAwaitedInitials()
+    conflict = false
+    ownedScopes = []
+    noted = []
+  }
+
+  // MARK: - Conditions and owned values (SPEC §15)
+
+  func expect(_ k: String, _ n: UInt64) throws {
+    guard Naive.isKeypath(k) else { throw Fail("INVALID_KEYPATH") }
+    if frames.isEmpty && depth == 0 { throw Fail("NO_TRANSACTION") }
+    guard frames.isEmpty else { throw Fail("INVALID_ARGUMENT") }
+    if counters[k, default: 0] != n { conflict = true }
+  }
+
+  func beginOwned(_ o: String) throws {
+    guard owners.contains(o), frames.isEmpty else { throw Fail("INVALID_ARGUMENT") }
+    begin()
+    ownedScopes.append((o, depth))
+  }
+
+  /// Releases an owner: its values are removed in the open transaction, at
+  /// the end of the running pass from a callback, else in a transaction of
+  /// their own.
+  func release(_ o: String) throws {
+    guard frames.isEmpty else {
+      releasesAtEndOfPass.append(o)
+      return
+    }
+    guard owners.remove(o) != nil else { return }
+    let held = ownerOf.filter { $0.value == o }.keys.sorted()
+    for k in held { ownerOf[k] = nil }
+    let own = depth == 0
+    if own { begin() }
+    for k in held { try write(k, .remove) }
+    if own { _ = try commit() }
+  }
+
+  /// Who owns what once a transaction that stays ends: a value removed, or
+  /// set or removed by a plain write, is no longer owned; an owned set whose
+  /// value is still there belongs to its (live) owner.
+  func settleOwnership() {
+    for w in written {
+      if w.ownValue || values[w.key] == nil { ownerOf[w.key] = nil }
+      for d in w.removed where values[d] == nil { ownerOf[d] = nil }
+    }
+    for (k, o) in noted where values[k] != nil && owners.contains(o) { ownerOf[k] = o }
+    noted = []
+    ownedScopes = []
   }
 
   // MARK: - Writes and reads
@@ -477,6 +559,7 @@ final class Model {
       }
     }
     if let i = written.firstIndex(where: { $0.key == k }) { written[i] = w } else { written.append(w) }
+    if c == nil, case .set = op, let scope = ownedScopes.last { noted.append((k, scope.owner)) }
     // SPEC §5.3: a write in a pass schedules, later in the pass, the
     // contracts it affects (decision: a set or remove that leaves the current
     // value as it was schedules no one; a touch always schedules).
@@ -546,6 +629,7 @@ final class Model {
 
   func runPass(afterInitialCall: Bool = false) throws(Unsupported) -> UInt64 {
     defer {
+      settleOwnership()
       start = [:]
       written = []
       depth = 0

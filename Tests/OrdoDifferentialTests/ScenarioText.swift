@@ -26,6 +26,8 @@ struct GStep {
   var notifyInitial = false
   var onNotify: [GStep] = []
   var onlyTxn: UInt64?
+  /// The counter of an `expect` step.
+  var counter: UInt64?
 
   // Expectations.
   var expectError: String?
@@ -92,6 +94,7 @@ enum JSONText {
     }
     if let k = s.key { f.append("\"key\": \(string(k))") }
     if let v = s.value { f.append("\"value\": \(value(v))") }
+    if let n = s.counter { f.append("\"counter\": \(n)") }
     if let t = s.onlyTxn { f.append("\"only_txn\": \(t)") }
     if let e = s.expectError { f.append("\"expect_error\": \(string(e))") }
     if let v = s.expectValue { f.append("\"expect\": \(value(v))") }

@@ -192,6 +192,22 @@ import Testing
     #expect(try bus.ownedValues().map(\.keypath) == ["owned"])
   }
 
+  @Test func nestedOwnedScopesEndInOrder() throws {
+    let bus = Bus()
+    let a = Owner(bus, name: "a")
+    let b = Owner(bus, name: "b")
+    try bus.begin(owner: a)
+    try bus.set("x", .int64(1))
+    try bus.begin(owner: b)
+    try bus.set("y", .int64(1))
+    try bus.commit()
+    try bus.set("z", .int64(1))
+    try bus.commit()
+    #expect(try bus.ownedValues() == [
+      OwnedValue(keypath: "x", owner: "a"), OwnedValue(keypath: "y", owner: "b"), OwnedValue(keypath: "z", owner: "a"),
+    ])
+  }
+
   @Test func releaseInsideACallbackRemovesAfterThePass() throws {
     let bus = Bus()
     let owner = Owner(bus, name: "o")
