@@ -12,7 +12,7 @@ from .errors import (AccessDenied, ConnectionLost, ContractViolation, Cycle, DBu
 from .values import Value
 from .client import (Changes, Client, Entry, MergedWrite, MergingWriter, Notification, Position, Snapshot, TraceWatch,
                      Watch, Writer, Writes)
-from .native import Bus, Contract, Handle, Note, load_library
+from .native import Bus, Contract, Handle, Note, Owner, load_library
 from .trace import ContractInfo, Trace, TraceStep
 
 __version__ = "0.1.0"
@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Client", "Entry", "Snapshot", "Changes", "Position", "Notification", "Writes", "Watch", "Writer",
     "MergingWriter", "MergedWrite",
-    "Bus", "Contract", "Handle", "Note", "load_library", "Value",
+    "Bus", "Contract", "Handle", "Note", "Owner", "load_library", "Value",
     "Trace", "TraceStep", "TraceWatch", "ContractInfo",
     "OrdoError", "InvalidArgument", "InvalidKeypath", "TypeMismatch", "NotFound", "NoTransaction",
     "ContractViolation", "Stability", "Cycle", "OrderConflict", "DuplicateName", "Limit", "DBus", "Internal",

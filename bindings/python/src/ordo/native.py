@@ -24,7 +24,7 @@ import threading
 from contextlib import contextmanager
 from ctypes import (CFUNCTYPE, POINTER, Structure, byref, c_bool, c_char_p, c_double, c_int, c_int32, c_int64,
                     c_size_t, c_uint32, c_uint64, c_void_p)
-from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 from .errors import InvalidArgument, LibraryNotFound, OrdoError, error_for_status
 from .client import Snapshot
@@ -109,6 +109,10 @@ _SIGNATURES = {
     "ordo_transaction_id": (c_uint64, [c_void_p]),
     "ordo_begin": (c_int, [c_void_p]),
     "ordo_commit": (c_int, [c_void_p, POINTER(c_uint64)]),
+    "ordo_expect_counter": (c_int, [c_void_p, c_char_p, c_uint64]),
+    "ordo_owner_new": (c_int, [c_void_p, c_char_p, POINTER(c_void_p)]),
+    "ordo_begin_owned": (c_int, [c_void_p, c_void_p]),
+    "ordo_owner_free": (None, [c_void_p]),
     "ordo_rollback": (c_int, [c_void_p]),
     "ordo_set_bool": (c_int, [c_void_p, c_char_p, c_bool]),
     "ordo_set_int64": (c_int, [c_void_p, c_char_p, c_int64]),
@@ -399,6 +403,42 @@ class _Transaction:
     txn: Optional[int] = None
 
 
+class Owner:
+    """An owner of stored values (SPEC §15; ``ordo_owner``): what a
+    ``with bus.transaction(owner=o)`` block sets belongs to it, and
+    :meth:`release` (or closing it with ``with``, or its garbage collection)
+    removes those values in one transaction, with a normal pass."""
+
+    def __init__(self, bus: "Bus", name: str):
+        self._bus = bus
+        self.name = name
+        out = c_void_p(None)
+        bus._check(bus._lib.ordo_owner_new(bus._bus(), _encode(name, "name"), byref(out)))
+        self._ptr: Optional[int] = out.value
+
+    def release(self) -> None:
+        """Removes every value the owner holds (one transaction); afterwards
+        it owns nothing more. A second call does nothing."""
+        ptr, self._ptr = self._ptr, None
+        if ptr is not None:
+            self._bus._lib.ordo_owner_free(ptr)
+
+    def __enter__(self) -> "Owner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def __del__(self) -> None:
+        try:
+            self.release()
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
+
+    def __repr__(self) -> str:
+        return f"Owner({self.name!r}{'' if self._ptr is not None else ', released'})"
+
+
 class Bus:
     """An Ordo bus in this process (``ordo_bus_new`` ... ``ordo_bus_free``).
 
@@ -513,14 +553,41 @@ class Bus:
         """Discards the whole (outermost) transaction."""
         self._check(self._lib.ordo_rollback(self._bus()))
 
+    def expect(self, keypath: str, counter: int) -> None:
+        """Makes the open transaction conditional: its outermost commit
+        applies it only if ``keypath``'s counter is still ``counter`` (0:
+        never changed), else raises :class:`Conflict` and applies nothing."""
+        if not isinstance(counter, int) or isinstance(counter, bool) or not 0 <= counter < 2**64:
+            raise InvalidArgument(f"counter: an int >= 0, not {counter!r}")
+        self._check(self._lib.ordo_expect_counter(self._bus(), _encode(keypath, "keypath"), counter))
+
+    def owner(self, name: str) -> Owner:
+        """A new :class:`Owner` of values on this bus."""
+        return Owner(self, name)
+
     @contextmanager
-    def transaction(self) -> Iterator[_Transaction]:
+    def transaction(self, *, owner: Optional[Owner] = None,
+                    expect: Optional[Mapping[str, int]] = None) -> Iterator[_Transaction]:
         """``with bus.transaction() as t:`` begins, commits at the end of the
         block (``t.txn``: the id), and rolls back if the block raises. Inside
         a callback it joins the pass (which cannot be rolled back: the block's
-        exception propagates, its writes stay)."""
-        self.begin()
+        exception propagates, its writes stay). With ``owner`` the block's
+        sets belong to that :class:`Owner`; with ``expect`` (keypath →
+        counter) the commit applies only if those counters still hold
+        (:meth:`expect`)."""
+        if owner is not None:
+            if not isinstance(owner, Owner) or owner._ptr is None:
+                raise InvalidArgument(f"owner: a live Owner of this bus, not {owner!r}")
+            self._check(self._lib.ordo_begin_owned(self._bus(), owner._ptr))
+        else:
+            self.begin()
         t = _Transaction()
+        try:
+            for k, n in (expect or {}).items():
+                self.expect(k, n)
+        except BaseException:
+            self.rollback()
+            raise
         try:
             yield t
         except BaseException:
