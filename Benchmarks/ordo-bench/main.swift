@@ -14,7 +14,8 @@ let usage = """
                     [--ordod PROGRAM --dbus-bench PROGRAM [--host-bench PROGRAM]] [--profile WORKLOAD]
     --quick     smaller sizes (up to 100 000 contracts) and fewer repetitions
     --json      also write the results as JSON to PATH
-    --only      run only these scenarios: memory, scale, delivery, schema, codegen, coalescing, c-abi, c-gobject, dbus
+    --only      run only these scenarios: memory, scale, delivery, schema, codegen, conditions, coalescing, c-abi,
+                c-gobject, dbus
     --c-bench   the C program of the c-abi scenario (built by `make bench`); c-gobject
                 also runs gobject-bench from the same directory
     --ordod, --dbus-bench   ordod and the C observer program of the dbus scenario
@@ -85,6 +86,7 @@ func main() throws {
   if settings.wants("delivery") { results += try runDelivery(settings) }
   if settings.wants("schema") { results += try runSchema(settings) }
   if settings.wants("codegen") { results += try runCodegen(settings) }
+  if settings.wants("conditions") { results += try runConditions(settings) }
   if settings.wants("coalescing") { results += try runCoalescing(settings) }
   if settings.wants("c-abi") { results += try runCABI(settings) }
   if settings.wants("c-gobject") { results += try runCGObject(settings) }

@@ -147,6 +147,7 @@ extension Bus {
 
 /// A value that belongs to an owner (``Bus/ownedValues(_:)``).
 public struct OwnedValue: Sendable, Hashable {
+  /// The keypath whose value is owned.
   public let keypath: String
   /// The owner's name (over D-Bus, the peer's unique bus name).
   public let owner: String

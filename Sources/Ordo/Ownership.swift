@@ -12,9 +12,29 @@
 final class Ownership {
   /// The owner of each owned value, by node.
   private var ownerOf: [ObjectIdentifier: UInt64] = [:]
-  /// Each owner's values, retained (a node holding a value stays in the
-  /// store anyway).
-  private var values: [UInt64: [ObjectIdentifier: KeyNode]] = [:]
+  /// Each owner's values in the order it took them, retained (a node
+  /// holding a value stays in the store anyway). A value it no longer owns
+  /// leaves a nil behind, so that taking and giving up stay O(1) and a
+  /// release removes its values in a stable order without sorting them
+  /// (sorting 10 000 keypaths took longer than removing them).
+  private var values: [UInt64: OwnedList] = [:]
+
+  struct OwnedList {
+    var nodes: [KeyNode?] = []
+    var index: [ObjectIdentifier: Int] = [:]
+
+    mutating func add(_ n: KeyNode) {
+      index[ObjectIdentifier(n)] = nodes.count
+      nodes.append(n)
+    }
+
+    mutating func remove(_ n: KeyNode) {
+      if let i = index.removeValue(forKey: ObjectIdentifier(n)) { nodes[i] = nil }
+    }
+
+    var isEmpty: Bool { index.isEmpty }
+    var live: [KeyNode] { nodes.compactMap { $0 } }
+  }
   /// The live owners' names, by id.
   private var names: [UInt64: String] = [:]
   private var lastID: UInt64 = 0
@@ -53,10 +73,10 @@ final class Ownership {
         r.node.with { n in if r.ownValue || !n.hasValue { drop(n) } }
       }
     }
-    for (n, owner) in noted where n.hasValue && names[owner] != nil {
+    for (n, owner) in noted where n.hasValue && names[owner] != nil && ownerOf[ObjectIdentifier(n)] != owner {
       drop(n)
       ownerOf[ObjectIdentifier(n)] = owner
-      values[owner, default: [:]][ObjectIdentifier(n)] = n
+      values[owner, default: OwnedList()].add(n)
     }
     noted.removeAll()
   }
@@ -68,17 +88,17 @@ final class Ownership {
 
   private func drop(_ n: KeyNode) {
     guard let owner = ownerOf.removeValue(forKey: ObjectIdentifier(n)) else { return }
-    values[owner]?[ObjectIdentifier(n)] = nil
+    values[owner]?.remove(n)
     if values[owner]?.isEmpty == true { values[owner] = nil }
   }
 
-  /// Releases `owner`: it owns nothing more, and its values are returned
-  /// (by keypath) for the transaction that removes them.
+  /// Releases `owner`: it owns nothing more, and its values are returned,
+  /// in the order it took them, for the transaction that removes them.
   func release(_ owner: UInt64) -> [KeyNode] {
     names[owner] = nil
     guard let held = values.removeValue(forKey: owner) else { return [] }
-    for id in held.keys { ownerOf[id] = nil }
-    return held.values.sorted { $0.key < $1.key }
+    for id in held.index.keys { ownerOf[id] = nil }
+    return held.live
   }
 
   /// The owned values whose keypaths `matches` accepts, with their owners'
@@ -87,7 +107,7 @@ final class Ownership {
     var out: [(keypath: String, owner: String)] = []
     for (owner, held) in values {
       let name = names[owner] ?? ""
-      for n in held.values where matches(n.key) { out.append((n.key, name)) }
+      for case let n? in held.nodes where matches(n.key) { out.append((n.key, name)) }
     }
     return out.sorted { $0.keypath < $1.keypath }
   }
@@ -119,13 +139,13 @@ final class Ownership {
   /// no longer owned, and restored owned values that no live owner holds
   /// belong to one owner, ``restoredOwner``, whose release removes them.
   func restored(_ owned: [KeyNode]) {
-    for n in values.values.flatMap(\.values) where !n.hasValue { drop(n) }
+    for n in values.values.flatMap(\.live) where !n.hasValue { drop(n) }
     let orphans = owned.filter { ownerOf[ObjectIdentifier($0)] == nil }
     guard !orphans.isEmpty else { return }
     if restoredOwner == 0 || names[restoredOwner] == nil { restoredOwner = add(name: "(before the restart)") }
     for n in orphans {
       ownerOf[ObjectIdentifier(n)] = restoredOwner
-      values[restoredOwner, default: [:]][ObjectIdentifier(n)] = n
+      values[restoredOwner, default: OwnedList()].add(n)
     }
   }
 }
