@@ -52,6 +52,8 @@ final class CClient {
   let fd: Int32
   /// Written by calls outside dispatch (signals may wait in libdbus' queue).
   private let wakefd: Int32
+  /// Whether wakefd was written since the last dispatch (read it then).
+  private var woken = false
   /// The socket in the epoll set, -1 before the first.
   private var polledSocket: Int32 = -1
   private var contracts: [UInt64: CClientContract] = [:]
@@ -123,6 +125,8 @@ final class CClient {
   }
 
   private func wake() {
+    guard !woken else { return }
+    woken = true
     var one: UInt64 = 1
     _ = withUnsafePointer(to: &one) { write(wakefd, $0, 8) }
   }
@@ -140,8 +144,11 @@ final class CClient {
   /// Waits up to `timeoutMs` for signals and delivers them.
   func dispatch(timeoutMs: Int32) throws(OrdoError) {
     guard !dispatching else { throw invalid("ordo_client_dispatch from a callback of the same client") }
-    var drained: UInt64 = 0
-    _ = withUnsafeMutablePointer(to: &drained) { read(wakefd, $0, 8) }
+    if woken {
+      woken = false
+      var drained: UInt64 = 0
+      _ = withUnsafeMutablePointer(to: &drained) { read(wakefd, $0, 8) }
+    }
     dispatching = true
     let open = remote.process(timeoutMs: timeoutMs < 0 ? -1 : timeoutMs)
     dispatching = false

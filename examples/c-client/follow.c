@@ -5,7 +5,7 @@
  *   cc -Wall -Wextra -o follow follow.c $(pkg-config --cflags --libs ordo)
  *   ./follow [ADDRESS]        (default: the session bus; ordod serves there)
  *
- * Then, in another shell:  ordoctl set playlist.title='"Road trip"' playlist.total=300
+ * Then, in another shell:  ordoctl set "playlist.title=s:Road trip" playlist.total=300
  * Stops on SIGINT or SIGTERM, or when the connection to the bus is lost. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
