@@ -95,7 +95,7 @@ typedef enum ordo_status {
   ORDO_E_DUPLICATE_NAME = 10,
   /** A configured limit was reached. */
   ORDO_E_LIMIT = 11,
-  /** A D-Bus failure (ordo_dbus_*). */
+  /** A D-Bus failure (ordo_dbus_*, ordo_client_*). */
   ORDO_E_DBUS = 12,
   /** A persistence layer could not store the transaction; nothing of it was
    *  applied (a durable ordod, SPEC §11). */
