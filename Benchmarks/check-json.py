@@ -8,7 +8,7 @@ import json
 import math
 import sys
 
-SCENARIOS = ["memory", "scale", "delivery", "coalescing", "c-abi", "c-gobject", "dbus"]
+SCENARIOS = ["memory", "scale", "delivery", "coalescing", "c-abi", "c-gobject", "dbus", "dbus-c-client"]
 KEYS = ["scenario", "metric", "ordo", "comparators", "ratios", "target", "met"]
 
 

@@ -95,7 +95,7 @@ typedef enum ordo_status {
   ORDO_E_DUPLICATE_NAME = 10,
   /** A configured limit was reached. */
   ORDO_E_LIMIT = 11,
-  /** A D-Bus failure (ordo_dbus_*). */
+  /** A D-Bus failure (ordo_dbus_*, ordo_client_*). */
   ORDO_E_DBUS = 12,
   /** A persistence layer could not store the transaction; nothing of it was
    *  applied (a durable ordod, SPEC §11). */
@@ -706,6 +706,210 @@ int         ordo_dbus_fd      (ordo_bus *bus);
  *  Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT (bus NULL) or ORDO_E_DBUS (not
  *  published, connection lost, or not available in this build). */
 ordo_status ordo_dbus_dispatch(ordo_bus *bus, int timeout_ms);
+
+/* ------------------------------------------------------------------------ */
+/* C client: a bus served over D-Bus by another process (SPEC §15)           */
+/* ------------------------------------------------------------------------ */
+/* A client connects to a bus that ordod (or any program that called
+ * ordo_dbus_publish) serves over D-Bus, registers observer and writer
+ * contracts whose callbacks run from the program's own loop, commits, and
+ * reads. Every call blocks until the service answers (the reply timeout is
+ * 10 s). Callbacks run only inside ordo_client_dispatch, on its thread.
+ *
+ * Threads: a client is used by one thread at a time (the caller serializes
+ * calls on one client); different clients are independent.
+ *
+ * Errors of the service arrive with the status of their name
+ * (dev.ordo.Error.NotFound is ORDO_E_NOT_FOUND ...;
+ * org.freedesktop.DBus.Error.InvalidArgs is ORDO_E_INVALID_ARGUMENT); a
+ * service that is gone or does not answer, a lost connection, and any other
+ * D-Bus error (dev.ordo.Error.AccessDenied ...) are ORDO_E_DBUS. The message
+ * starts with the D-Bus error name. */
+
+/** A connection to a served bus: made by ordo_client_connect, freed by
+ *  ordo_client_free. */
+typedef struct ordo_client ordo_client;
+
+/** Connects to the bus daemon at `address` (NULL: the session bus of
+ *  DBUS_SESSION_BUS_ADDRESS) and addresses the service `name` (NULL:
+ *  "dev.ordo.Bus"; a unique name such as ":1.42" addresses one process).
+ *  Nothing is asked of the service yet: a service that is not there makes
+ *  the first call fail, not the connection.
+ *  Returns ORDO_OK and *out, ORDO_E_INVALID_ARGUMENT (out NULL, a string
+ *  that is not UTF-8, a name that is not a D-Bus bus name), or ORDO_E_DBUS
+ *  (no session bus, the daemon cannot be reached). */
+ordo_status ordo_client_connect(const char *address, const char *name, ordo_client **out);
+
+/** Closes the connection (the service removes this client's contracts),
+ *  calls the destroy function of every contract still registered, and
+ *  frees the client and the writes of its notifications. NULL is ignored.
+ *  Caller's bugs: freeing a client from one of its callbacks, twice, or
+ *  using it afterwards. */
+void ordo_client_free(ordo_client *client);
+
+/** A batch of writes: sets, touches and removals, for ordo_client_commit,
+ *  and the answer of a writer contract (ordo_client_notification.writes).
+ *  The service applies a batch all or nothing, in this order: the sets,
+ *  then the touches, then the removals (a keypath set twice keeps the last
+ *  value). Each ordo_writes_* function checks its keypath at once
+ *  (ORDO_E_INVALID_KEYPATH) and its value as ordo_set_* does
+ *  (ORDO_E_INVALID_ARGUMENT for a NULL string, a string that is not UTF-8,
+ *  NULL data with a length); the service checks the rest when the batch
+ *  is sent. */
+typedef struct ordo_writes ordo_writes;
+
+/** Makes an empty batch, freed with ordo_writes_free. Returns ORDO_OK or
+ *  ORDO_E_INVALID_ARGUMENT (out NULL). */
+ordo_status ordo_writes_new(ordo_writes **out);
+/** Frees a batch made by ordo_writes_new. NULL is ignored; the writes of a
+ *  notification belong to the client and are not freed (the message says
+ *  so). Caller's bug: freeing a batch twice. */
+void        ordo_writes_free(ordo_writes *writes);
+/** Empties a batch (to build the next one). */
+ordo_status ordo_writes_clear(ordo_writes *writes);
+/** Adds a set, a touch or a removal to a batch, as ordo_set_bool …
+ *  ordo_remove_tree do in a transaction. In a writer's callback, a keypath
+ *  outside the contract's write set is ORDO_E_CONTRACT_VIOLATION; after the
+ *  callback returned, its writes refuse everything (ORDO_E_INVALID_ARGUMENT:
+ *  the answer was sent). */
+ordo_status ordo_writes_set_bool  (ordo_writes *writes, const char *keypath, bool value);
+ordo_status ordo_writes_set_int64 (ordo_writes *writes, const char *keypath, int64_t value);
+ordo_status ordo_writes_set_double(ordo_writes *writes, const char *keypath, double value);
+ordo_status ordo_writes_set_string(ordo_writes *writes, const char *keypath, const char *utf8);
+ordo_status ordo_writes_set_bytes (ordo_writes *writes, const char *keypath, const void *data, size_t len);
+ordo_status ordo_writes_touch     (ordo_writes *writes, const char *keypath);
+ordo_status ordo_writes_remove    (ordo_writes *writes, const char *keypath);
+ordo_status ordo_writes_remove_tree(ordo_writes *writes, const char *keypath);
+
+/** Commits the batch as one transaction (D-Bus Commit); *out_txn (may be
+ *  NULL) receives its id, 0 if nothing changed. The batch is left as it
+ *  was (ordo_writes_clear empties it). Waits while a pass runs on the
+ *  service: from a writer's callback, whose pass waits for it, it is
+ *  refused (ORDO_E_INVALID_ARGUMENT). Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT
+ *  (client or writes NULL, the writes of a notification), or the service's
+ *  status (ORDO_E_TYPE_MISMATCH, ORDO_E_SCHEMA ..., ORDO_E_DBUS). */
+ordo_status ordo_client_commit(ordo_client *client, const ordo_writes *writes, uint64_t *out_txn);
+
+/** What a client contract's callback receives. It and everything it
+ *  points to belong to the library and are valid only during the callback. */
+typedef struct ordo_client_notification {
+  uint64_t txn;                       /* transaction id */
+  uint64_t contract;                  /* the id ordo_client_register gave */
+  const char *const *changed;         /* changed keypaths that affect the read set */
+  size_t n_changed;                   /* changed[n_changed] is NULL; 0 for an initial call */
+  const ordo_value *const *values;    /* values[i]: changed[i]'s value, NULL when it holds none */
+  ordo_writes *writes;                /* a writer's answer (see below); NULL for an observer */
+} ordo_client_notification;
+
+/** A client contract's callback, called from ordo_client_dispatch once per
+ *  transaction that changed what it reads. It may call the client (get,
+ *  snapshot, changes, register, unregister; a writer must not commit). A
+ *  writer answers by adding to note->writes: when the callback returns, the
+ *  writes are sent as its Complete and join the transaction (all or
+ *  nothing; a refusal is reported to the callback of
+ *  ordo_client_set_complete_error). */
+typedef void (*ordo_client_callback)(ordo_client *client, const ordo_client_notification *note, void *user_data);
+
+/** A client contract: like ordo_contract_spec, plus timeout_ms. Start from
+ *  ORDO_CLIENT_CONTRACT_SPEC_INIT. A contract with writes is a writer: the
+ *  service's pass waits for its answer (up to timeout_ms; 0: the service's
+ *  default, 2000 ms) before calling the contracts after it, so the program
+ *  must keep calling ordo_client_dispatch. size is versioning, as in
+ *  ordo_contract_spec. */
+typedef struct ordo_client_contract_spec {
+  uint32_t size;                        /* sizeof(ordo_client_contract_spec) */
+  const char *name;                     /* required; unique on the bus */
+  const char *const *reads;  size_t n_reads;   /* read patterns; none: every transaction */
+  const char *const *writes; size_t n_writes;  /* write patterns; some: a writer contract */
+  int32_t priority;                     /* ORDO_NO_PRIORITY: data contract */
+  uint32_t flags;                       /* ORDO_NOTIFY_INITIAL or 0 */
+  uint32_t timeout_ms;                  /* writers only; 0: the service's default */
+  ordo_client_callback callback;        /* required */
+  void *user_data;                      /* passed to callback and destroy; may be NULL */
+  void (*destroy)(void *user_data);     /* called once when the contract is gone; may be NULL */
+} ordo_client_contract_spec;
+
+/** A spec with size set, no name, reads, writes or callback,
+ *  ORDO_NO_PRIORITY, no flags and the service's timeout. */
+#define ORDO_CLIENT_CONTRACT_SPEC_INIT \
+  { (uint32_t)sizeof(ordo_client_contract_spec), NULL, NULL, 0, NULL, 0, ORDO_NO_PRIORITY, 0, 0, NULL, NULL, NULL }
+
+/** Registers a contract with the service (D-Bus Register) and writes its
+ *  id (never 0; this client's numbering) to *out_id (may be NULL). Its
+ *  callback runs from ordo_client_dispatch; an initial call
+ *  (ORDO_NOTIFY_INITIAL) comes with the next dispatch. user_data belongs
+ *  to the contract until it is gone (ordo_client_unregister,
+ *  ordo_client_free), then destroy(user_data) is called once, after the
+ *  callback if it is running; on failure destroy is not called.
+ *  Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT (client, spec, name or callback
+ *  NULL, size too small, unknown flags, timeout_ms on an observer, a NULL
+ *  array with a count), ORDO_E_INVALID_KEYPATH, or the service's status
+ *  (ORDO_E_DUPLICATE_NAME, ORDO_E_CYCLE, ORDO_E_ORDER_CONFLICT,
+ *  ORDO_E_SCHEMA, ORDO_E_LIMIT, ORDO_E_DBUS ...). */
+ordo_status ordo_client_register(ordo_client *client, const ordo_client_contract_spec *spec, uint64_t *out_id);
+
+/** Unregisters a contract of this client: its callback is not called again
+ *  and its destroy function runs (after its callback, when called from it).
+ *  The contract is forgotten here even when the service cannot confirm:
+ *  then ORDO_E_DBUS says why (a service that is gone took the contract with
+ *  it). Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT (client NULL),
+ *  ORDO_E_NOT_FOUND (no such contract of this client) or ORDO_E_DBUS. */
+ordo_status ordo_client_unregister(ordo_client *client, uint64_t id);
+
+/** Called from ordo_client_dispatch when the service refused a writer's
+ *  answer (a write outside the rules, a timeout passed: none of its writes
+ *  was applied): the contract, the transaction, the status and the
+ *  message (valid during the call). */
+typedef void (*ordo_client_complete_error_callback)(ordo_client *client, uint64_t contract, uint64_t txn,
+                                                    ordo_status status, const char *message, void *user_data);
+
+/** Sets (or with callback NULL removes) the client's complete-error
+ *  callback. Returns ORDO_OK or ORDO_E_INVALID_ARGUMENT (client NULL). */
+ordo_status ordo_client_set_complete_error(ordo_client *client, ordo_client_complete_error_callback callback,
+                                           void *user_data);
+
+/** A file descriptor that is readable when ordo_client_dispatch has work
+ *  (a signal arrived, or was read while another call waited for its
+ *  reply), for the program's poll()/epoll/GLib loop; it stays the same for
+ *  the client's life. -1 (with the message set) for a NULL client. Do not
+ *  read it or close it. */
+int         ordo_client_fd(ordo_client *client);
+
+/** Receives what the service sent, waiting up to timeout_ms milliseconds
+ *  for something (0: do not wait; negative: wait until something comes),
+ *  and calls the callbacks of the notifications received, writers' answers
+ *  included. Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT (client NULL; from a
+ *  callback) or ORDO_E_DBUS (the connection to the bus daemon is lost). */
+ordo_status ordo_client_dispatch(ordo_client *client, int timeout_ms);
+
+/** The value and counter of a keypath (D-Bus Get): *out receives the value
+ *  in one block, its string or bytes included, freed with ordo_free;
+ *  *out_counter (may be NULL) its counter. Returns ORDO_OK,
+ *  ORDO_E_INVALID_ARGUMENT (client, keypath or out NULL),
+ *  ORDO_E_INVALID_KEYPATH, ORDO_E_NOT_FOUND (no value) or ORDO_E_DBUS. */
+ordo_status ordo_client_get(ordo_client *client, const char *keypath, ordo_value **out, uint64_t *out_counter);
+
+/** The keypaths matching the patterns that hold a value or have a counter,
+ *  read at one moment (D-Bus Snapshot), as ordo_snapshot reports them: the
+ *  callback once per keypath, in keypath order; *out_txn (may be NULL) the
+ *  last committed id. Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT,
+ *  ORDO_E_INVALID_KEYPATH or ORDO_E_DBUS; on an error callback is not
+ *  called. */
+ordo_status ordo_client_snapshot(ordo_client *client, const char *const *patterns, size_t n_patterns,
+                                 ordo_snapshot_callback callback, void *user_data, uint64_t *out_txn);
+
+/** What changed after transaction since among the keypaths matching the
+ *  patterns (D-Bus Changes, SPEC §10): the callback once per keypath, in
+ *  keypath order, value NULL for one that holds none (removed, touched);
+ *  *out_txn (may be NULL) the last committed id, the since of the next
+ *  catch-up. since after the last committed id is ORDO_E_INVALID_ARGUMENT
+ *  (another epoch: take a snapshot). Returns as ordo_client_snapshot. */
+ordo_status ordo_client_changes(ordo_client *client, uint64_t since, const char *const *patterns, size_t n_patterns,
+                                ordo_snapshot_callback callback, void *user_data, uint64_t *out_txn);
+
+/** The served bus's epoch (a UUID, SPEC §10) in *out, freed with ordo_free.
+ *  Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT or ORDO_E_DBUS. */
+ordo_status ordo_client_epoch(ordo_client *client, char **out);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -10,7 +10,9 @@
 # The c-abi scenario drives libordo.so from C (Benchmarks/c), built against
 # a private install prefix when include/ordo.h and `make install` exist; the
 # dbus scenario runs a release ordod, a C host publishing its own bus through
-# that libordo.so (ordo-host-bench) and a libdbus observer (Benchmarks/c).
+# that libordo.so (ordo-host-bench) and a libdbus observer (Benchmarks/c);
+# the dbus-c-client scenario runs that ordod and a program using the C client
+# of that libordo.so beside plain libdbus (ordo-client-bench).
 # The c-gobject scenario runs that program beside gobject-bench
 # (Benchmarks/c/gobject-bench.c, GObject property notification, built with
 # libglib2.0-dev, which bench-gobject installs), found in the same directory.
@@ -26,10 +28,12 @@ BENCH_CC      ?= cc
 BENCH_ORDOD   := $(BENCH_SCRATCH)/release/ordod
 BENCH_DBUS    := $(BENCH_SCRATCH)/ordo-dbus-bench
 BENCH_HOST    := $(BENCH_SCRATCH)/ordo-host-bench
+BENCH_CLIENT  := $(BENCH_SCRATCH)/ordo-client-bench
 # Scenario programs are passed only when they were built.
 BENCH_ARGS     = $$(test -x $(BENCH_C) && echo --c-bench $(BENCH_C)) \
                  $$(test -x $(BENCH_ORDOD) && test -x $(BENCH_DBUS) && echo --ordod $(BENCH_ORDOD) --dbus-bench $(BENCH_DBUS)) \
-                 $$(test -x $(BENCH_HOST) && echo --host-bench $(BENCH_HOST))
+                 $$(test -x $(BENCH_HOST) && echo --host-bench $(BENCH_HOST)) \
+                 $$(test -x $(BENCH_CLIENT) && echo --client-bench $(BENCH_CLIENT))
 
 .PHONY: bench bench-build bench-c bench-gobject bench-dbus test-bench
 TEST_TARGETS += test-bench
@@ -38,7 +42,7 @@ bench-build:
 	$(SWIFT) build -c release --scratch-path $(BENCH_SCRATCH) --product ordo-bench $(SWIFTFLAGS)
 
 bench-c:
-	@mkdir -p $(BENCH_SCRATCH); rm -f $(BENCH_C) $(BENCH_HOST)
+	@mkdir -p $(BENCH_SCRATCH); rm -f $(BENCH_C) $(BENCH_HOST) $(BENCH_CLIENT)
 	@if [ -f include/ordo.h ] && $(MAKE) -n install PREFIX=$(BENCH_PREFIX) >/dev/null 2>&1; then \
 	  echo "bench: installing libordo into $(BENCH_PREFIX) for the c-abi scenario"; \
 	  if $(MAKE) --no-print-directory install PREFIX=$(BENCH_PREFIX) >$(BENCH_SCRATCH)/install.log 2>&1; then \
@@ -54,6 +58,9 @@ bench-c:
 	    $(BENCH_CC) -std=c99 -O2 -Wall -Wextra -Werror -o $(BENCH_HOST) Benchmarks/c/ordo-host-bench.c $$flags \
 	      $$(pkg-config --cflags --libs dbus-1) \
 	      || echo "bench: building the D-Bus host benchmark failed: dbus notify_per_s not available"; \
+	    $(BENCH_CC) -std=c99 -O2 -Wall -Wextra -Werror -o $(BENCH_CLIENT) Benchmarks/c/ordo-client-bench.c $$flags \
+	      $$(pkg-config --cflags --libs dbus-1) \
+	      || echo "bench: building the C client benchmark failed: dbus-c-client not available"; \
 	  else \
 	    echo "bench: make install failed (see $(BENCH_SCRATCH)/install.log): c-abi not available"; \
 	  fi; \

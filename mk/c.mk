@@ -10,6 +10,9 @@
 #                                    conformance scenarios through ctypes, the
 #                                    example; against a temporary install
 #   make example-c                   build and run examples/c
+#   make test-c-client               the C client (ordo_client_*) against a
+#                                    real ordod on a private dbus-daemon,
+#                                    under valgrind, and examples/c-client
 #
 # libordo.so links the Swift runtime statically (-static-stdlib) so that it
 # needs nothing but the C/C++ runtime of the system; that build lives in its
@@ -35,8 +38,8 @@ PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 INSTALL      ?= install
 C_STRIP      ?=
 
-.PHONY: libordo install install-strip uninstall test-c example-c
-TEST_TARGETS += test-c
+.PHONY: libordo install install-strip uninstall test-c example-c test-c-client
+TEST_TARGETS += test-c test-c-client
 
 $(LIBORDO_MAP): mk/c.mk
 	@mkdir -p $(LIBORDO_SCRATCH)
@@ -93,3 +96,15 @@ example-c: deps libordo
 	echo "cc -o example examples/c/example.c \$$(pkg-config --cflags --libs ordo)"; \
 	$(CC) -Wall -Wextra -Werror -o $$tmp/example examples/c/example.c $$(pkg-config --cflags --libs ordo); \
 	$$tmp/example
+
+# Tests/DBus/test_c_client.py builds Tests/C/test_client.c and
+# examples/c-client/follow.c against a temporary install and runs them
+# against the debug build's ordod (DBUS_TEST_PACKAGES: mk/dbus.mk).
+test-c-client: build libordo
+	@scripts/deps.sh $(DBUS_TEST_PACKAGES) valgrind
+	@python3 -c 'import jeepney' 2>/dev/null || python3 -m pip install --quiet jeepney
+	@set -e; mkdir -p $(LIBORDO_SCRATCH); \
+	tmp=$$(mktemp -d $(CURDIR)/$(LIBORDO_SCRATCH)/client.XXXXXX); trap 'rm -rf "$$tmp"' EXIT; \
+	$(MAKE) --no-print-directory install PREFIX=$$tmp/prefix >$$tmp/install.log 2>&1 || { cat $$tmp/install.log; exit 1; }; \
+	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" ORDO_LIB_DIR=$$tmp/prefix/lib \
+	  timeout 600 python3 Tests/DBus/test_c_client.py

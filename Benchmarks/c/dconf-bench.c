@@ -119,12 +119,6 @@ static char tmpdir[4096];
 static pid_t children[MAX_CHILDREN];
 static int nchildren;
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void cleanup(void) {
   /* GDBus (libdconf's session-bus connection) raises SIGTERM in this
    * process when the bus daemon goes away (exit-on-close). */
@@ -184,11 +178,11 @@ static pid_t spawn(char *const argv[], int *out, int quiet) {
 /* One line from fd (without the newline), waiting at most TIMEOUT_S. */
 static void read_line(int fd, char *buf, size_t size, const char *what) {
   size_t n = 0;
-  double deadline = now_s() + TIMEOUT_S;
+  double deadline = bench_now_s() + TIMEOUT_S;
   while (n + 1 < size) {
     struct pollfd p = {fd, POLLIN, 0};
     if (poll(&p, 1, 1000) <= 0) {
-      if (now_s() > deadline) die("timed out waiting for", what);
+      if (bench_now_s() > deadline) die("timed out waiting for", what);
       continue;
     }
     char c;
@@ -226,24 +220,15 @@ static const char *start_bus(void) {
   return address;
 }
 
-static DBusConnection *connect_bus(const char *address) {
-  DBusError err;
-  dbus_error_init(&err);
-  DBusConnection *c = dbus_connection_open_private(address, &err);
-  if (!c) die("connect", err.message);
-  if (!dbus_bus_register(c, &err)) die("register on the bus", err.message);
-  return c;
-}
-
 /* Waits until `name` has an owner on the bus. */
 static void wait_for_name(const char *address, const char *name) {
-  DBusConnection *c = connect_bus(address);
+  DBusConnection *c = bench_connect(address, die);
   DBusError err;
   dbus_error_init(&err);
-  double deadline = now_s() + TIMEOUT_S;
+  double deadline = bench_now_s() + TIMEOUT_S;
   while (!dbus_bus_name_has_owner(c, name, &err)) {
     if (dbus_error_is_set(&err)) die("NameHasOwner", err.message);
-    if (now_s() > deadline) die("timed out waiting for the service", name);
+    if (bench_now_s() > deadline) die("timed out waiting for the service", name);
     usleep(10000);
   }
   dbus_connection_close(c);
@@ -262,7 +247,7 @@ typedef struct {
 static int report_fd = -1;
 
 static void report(int kind, int index) {
-  rec r = {kind, index, now_s()};
+  rec r = {kind, index, bench_now_s()};
   if (write(report_fd, &r, sizeof r) != (ssize_t)sizeof r) _exit(3);
 }
 
@@ -316,15 +301,7 @@ static void dconf_watcher(void) {
 /* Registers the ordod watcher's contract: reads bench.**. */
 static void register_watcher(DBusConnection *c) {
   DBusMessage *m = dbus_message_new_method_call(service, ORDO_PATH, ORDO_IFACE, "Register");
-  DBusMessageIter it, opts;
-  const char *name = "dconf-bench-watcher";
-  const char *reads[1] = {"bench.**"};
-  dbus_message_iter_init_append(m, &it);
-  dbus_message_iter_append_basic(&it, DBUS_TYPE_STRING, &name);
-  bench_append_strings(&it, reads, 1);
-  bench_append_strings(&it, NULL, 0);
-  dbus_message_iter_open_container(&it, DBUS_TYPE_ARRAY, "{sv}", &opts);
-  dbus_message_iter_close_container(&it, &opts);
+  bench_append_register(m, "dconf-bench-watcher", "bench.**");
   DBusError err;
   dbus_error_init(&err);
   DBusMessage *r = dbus_connection_send_with_reply_and_block(c, m, 10000, &err);
@@ -339,7 +316,7 @@ static void register_watcher(DBusConnection *c) {
 /* ordod watcher: a contract reading bench.**; one Notify is one
  * notification. */
 static void ordod_watcher(const char *address) {
-  DBusConnection *c = connect_bus(address);
+  DBusConnection *c = bench_connect(address, die);
   DBusMessage *m;
   DBusMessageIter it;
   register_watcher(c);
@@ -476,9 +453,9 @@ static void merged_write(long i) {
 
 /* Waits until every merged write is acknowledged. */
 static void merged_flush(void) {
-  double deadline = now_s() + TIMEOUT_S;
+  double deadline = bench_now_s() + TIMEOUT_S;
   while (in_flight || npending) {
-    if (now_s() > deadline) die("timed out waiting for the merged Commits", NULL);
+    if (bench_now_s() > deadline) die("timed out waiting for the merged Commits", NULL);
     merged_poll(1000);
   }
 }
@@ -491,11 +468,11 @@ static long collect(int fd, double *seen, double *last_key) {
   int done = 0;
   for (long i = 0; i < keys; i++) seen[i] = 0;
   *last_key = 0;
-  double deadline = now_s() + TIMEOUT_S;
+  double deadline = bench_now_s() + TIMEOUT_S;
   for (;;) {
     struct pollfd p = {fd, POLLIN, 0};
     if (poll(&p, 1, 1000) <= 0) {
-      if (now_s() > deadline) die("timed out waiting for the watcher's notifications", NULL);
+      if (bench_now_s() > deadline) die("timed out waiting for the watcher's notifications", NULL);
       continue;
     }
     rec r;
@@ -515,11 +492,6 @@ static long collect(int fd, double *seen, double *last_key) {
 /* Writes the done marker (waiting for its acknowledgement). */
 static void done_marker(void) { write_key(-1, 0); }
 
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* Writes the samples to `path` (one per line), unless path is NULL. */
 static void write_samples(const char *path, const double *xs, long n) {
   if (!path) return;
@@ -530,7 +502,7 @@ static void write_samples(const char *path, const double *xs, long n) {
 }
 
 static double quantile(double *xs, long n, double q) {
-  qsort(xs, (size_t)n, sizeof *xs, cmp);
+  qsort(xs, (size_t)n, sizeof *xs, bench_by_value);
   long i = (long)(q * (double)(n - 1) + 0.5);
   return xs[i];
 }
@@ -550,7 +522,7 @@ static void group_commit(const char *address, long committers) {
       close(go[1]);
       nchildren = 0;
       tmpdir[0] = 0;
-      DBusConnection *conn = connect_bus(address);
+      DBusConnection *conn = bench_connect(address, die);
       char b;
       if (read(go[0], &b, 1) < 0) _exit(2);
       for (long i = 0; i < keys; i++) {
@@ -578,13 +550,13 @@ static void group_commit(const char *address, long committers) {
   }
   close(go[0]);
   usleep(300000); /* every committer connected */
-  double t0 = now_s();
+  double t0 = bench_now_s();
   close(go[1]);
   for (long c = 0; c < committers; c++) {
     int status;
     if (waitpid(pids[c], &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) die("a committer failed", NULL);
   }
-  double t = now_s() - t0;
+  double t = bench_now_s() - t0;
   printf("{\"target\": \"ordod\", \"committers\": %ld, \"commits_per_committer\": %ld, \"commits_per_s\": %.1f}\n",
          committers, keys, (double)(committers * keys) / t);
 }
@@ -625,7 +597,7 @@ static void sync_block(int fd, char *block, long i) {
  * the Commits of one read from the socket share one sync_block() before
  * their messages go out (group commit, as ordod's). */
 static void floor_service(const char *address, const char *sync_dir) {
-  DBusConnection *c = connect_bus(address);
+  DBusConnection *c = bench_connect(address, die);
   DBusError err;
   dbus_error_init(&err);
   if (dbus_bus_request_name(c, service, DBUS_NAME_FLAG_DO_NOT_QUEUE, &err) != DBUS_REQUEST_NAME_REPLY_PRIMARY_OWNER) {
@@ -698,9 +670,9 @@ static void sync_floor(const char *dir, const char *samples) {
       while (nanosleep(&gap, &gap) != 0 && errno == EINTR) {
       }
     }
-    double t0 = now_s();
+    double t0 = bench_now_s();
     sync_block(fd, block, i + warm);
-    double us = (now_s() - t0) * 1e6;
+    double us = (bench_now_s() - t0) * 1e6;
     if (i >= 0) {
       xs[i] = us;
       sum += us;
@@ -843,7 +815,7 @@ int main(int argc, char **argv) {
   }
 
   if (target == DCONF) dconf_writer = dconf_client_new();
-  else ordod_writer = connect_bus(address);
+  else ordod_writer = bench_connect(address, die);
 
   double *seen = calloc((size_t)keys, sizeof(double));
   double *sent = calloc((size_t)keys, sizeof(double));
@@ -876,12 +848,12 @@ int main(int argc, char **argv) {
 
   for (long r = 0; r < rounds; r++) {
     /* (a) and (b) */
-    double t0 = now_s();
+    double t0 = bench_now_s();
     for (long i = 0; i < keys; i++) {
-      sent[i] = now_s();
+      sent[i] = bench_now_s();
       write_key(i, 0);
     }
-    double t_acked = now_s();
+    double t_acked = bench_now_s();
     done_marker();
     long notes = collect(rp[0], seen, &last);
     for (long i = 0; i < keys; i++) {
@@ -893,7 +865,7 @@ int main(int argc, char **argv) {
     wait_notes[r] = (double)notes / (last - t0);
 
     /* (c) */
-    t0 = now_s();
+    t0 = bench_now_s();
     if (target == DCONF) {
       char k[64];
       for (long i = 0; i < keys; i++) {
@@ -918,7 +890,7 @@ int main(int argc, char **argv) {
         }
       }
     }
-    t_acked = now_s();
+    t_acked = bench_now_s();
     done_marker();
     notes = collect(rp[0], seen, &last);
     for (long i = 0; i < keys; i++) {
@@ -931,10 +903,10 @@ int main(int argc, char **argv) {
     /* (c, merged) */
     if (target == ORDOD) {
       merged_commits = 0;
-      t0 = now_s();
+      t0 = bench_now_s();
       for (long i = 0; i < keys; i++) merged_write(i);
       merged_flush();
-      t_acked = now_s();
+      t_acked = bench_now_s();
       done_marker();
       notes = collect(rp[0], seen, &last);
       for (long i = 0; i < keys; i++) {

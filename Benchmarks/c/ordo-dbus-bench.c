@@ -72,12 +72,6 @@ static int64_t value; /* the driver's values (Commit calls and raw signals) */
 static pid_t host_pid;
 static FILE *host_in, *host_out;
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void die(const char *what, const char *detail) {
   fprintf(stderr, "ordo-dbus-bench: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
   if (host_pid > 0) kill(host_pid, SIGTERM);
@@ -86,15 +80,6 @@ static void die(const char *what, const char *detail) {
 
 static void check_oom(const void *p) {
   if (!p) die("out of memory", NULL);
-}
-
-static DBusConnection *connect_to(const char *address) {
-  DBusError err;
-  dbus_error_init(&err);
-  DBusConnection *c = dbus_connection_open_private(address, &err);
-  if (!c) die("connect", err.message);
-  if (!dbus_bus_register(c, &err)) die("register on the bus", err.message);
-  return c;
 }
 
 /* Commit({KEY: v}, [], []) */
@@ -137,37 +122,14 @@ static void reset(int src) { memset(&tracks[src], 0, sizeof tracks[src]); }
  * KEY: consecutive values, increasing transaction ids, the expected path. */
 static void record(DBusMessage *m, int src, const char *want_path) {
   track *t = &tracks[src];
-  DBusMessageIter it, sub, entry, var;
-  const char *path = NULL, *k = NULL;
+  const char *path = NULL, *wrong;
   dbus_uint64_t txn = 0;
   int64_t v = 0;
-  int found = 0;
-  if (strcmp(dbus_message_get_signature(m), "otasa{sv}") != 0) {
-    t->broken = "wrong signature";
+  if ((wrong = bench_read_notify(m, KEY, &path, &txn, &v))) {
+    t->broken = wrong;
     return;
   }
-  dbus_message_iter_init(m, &it);
-  dbus_message_iter_get_basic(&it, &path);
-  dbus_message_iter_next(&it);
-  dbus_message_iter_get_basic(&it, &txn);
-  dbus_message_iter_next(&it);
-  dbus_message_iter_recurse(&it, &sub);
-  if (dbus_message_iter_get_arg_type(&sub) != DBUS_TYPE_STRING) t->broken = "no changed keypath";
-  dbus_message_iter_next(&it);
-  dbus_message_iter_recurse(&it, &sub);
-  while (dbus_message_iter_get_arg_type(&sub) == DBUS_TYPE_DICT_ENTRY) {
-    dbus_message_iter_recurse(&sub, &entry);
-    dbus_message_iter_get_basic(&entry, &k);
-    dbus_message_iter_next(&entry);
-    dbus_message_iter_recurse(&entry, &var);
-    if (strcmp(k, KEY) == 0 && dbus_message_iter_get_arg_type(&var) == DBUS_TYPE_INT64) {
-      dbus_message_iter_get_basic(&var, &v);
-      found = 1;
-    }
-    dbus_message_iter_next(&sub);
-  }
-  if (!found) t->broken = "no int64 value of " KEY;
-  else if (strcmp(path, want_path) != 0) t->broken = "wrong contract path";
+  if (strcmp(path, want_path) != 0) t->broken = "wrong contract path";
   else if (t->count > 0 && v != t->last + 1) t->broken = "values not consecutive";
   else if (t->count > 0 && txn <= t->last_txn) t->broken = "transaction ids not increasing";
   if (t->count == 0) t->first = v;
@@ -235,7 +197,7 @@ static double throughput(DBusConnection *drv, DBusConnection *obs, long batch, i
   replies = 0;
   int64_t first = value + 1;
   long sent = 0;
-  double t0 = now_s();
+  double t0 = bench_now_s();
   for (;;) {
     if (tracks[src].count >= batch && (raw || replies >= batch)) break;
     int progressed = 0;
@@ -252,7 +214,7 @@ static double throughput(DBusConnection *drv, DBusConnection *obs, long batch, i
     drain(obs);
     if (replies + tracks[src].count == before && !progressed) wait_either(drv, obs);
   }
-  double t1 = now_s();
+  double t1 = bench_now_s();
   verify(src, batch, first, value);
   return (double)batch / (t1 - t0);
 }
@@ -263,7 +225,7 @@ static double throughput(DBusConnection *drv, DBusConnection *obs, long batch, i
 static double host_throughput(DBusConnection *obs, const char *command, long batch) {
   int src = strncmp(command, "raw", 3) == 0 ? FROM_RAW : FROM_HOST;
   reset(src);
-  double t0 = now_s();
+  double t0 = bench_now_s();
   fprintf(host_in, "%s %ld\n", command, batch);
   fflush(host_in);
   while (tracks[src].count < batch) {
@@ -271,7 +233,7 @@ static double host_throughput(DBusConnection *obs, const char *command, long bat
     drain(obs);
     if (tracks[src].count == before) wait_either(obs, obs);
   }
-  double t1 = now_s();
+  double t1 = bench_now_s();
   char line[128];
   long long first = 0, last = 0;
   if (!fgets(line, sizeof line, host_out) || sscanf(line, "ok %lld %lld", &first, &last) != 2) {
@@ -287,7 +249,7 @@ static double latency(DBusConnection *drv, DBusConnection *obs, int raw) {
   reset(src);
   replies = 0;
   int64_t v = ++value;
-  double t0 = now_s();
+  double t0 = bench_now_s();
   DBusMessage *m = raw ? raw_message(v) : commit_message(v);
   if (!dbus_connection_send(drv, m, NULL)) die("send", NULL);
   dbus_message_unref(m);
@@ -297,7 +259,7 @@ static double latency(DBusConnection *drv, DBusConnection *obs, int raw) {
     if (tracks[src].count >= 1) break;
     wait_either(obs, obs);
   }
-  double t1 = now_s();
+  double t1 = bench_now_s();
   while (!raw && replies < 1) {
     drain(drv);
     if (replies >= 1) break;
@@ -315,9 +277,9 @@ static double get_roundtrip(DBusConnection *drv) {
   dbus_message_append_args(m, DBUS_TYPE_STRING, &key, DBUS_TYPE_INVALID);
   DBusError err;
   dbus_error_init(&err);
-  double t0 = now_s();
+  double t0 = bench_now_s();
   DBusMessage *r = dbus_connection_send_with_reply_and_block(drv, m, TIMEOUT_MS, &err);
-  double t1 = now_s();
+  double t1 = bench_now_s();
   if (!r) die("Get", err.message);
   dbus_message_unref(r);
   dbus_message_unref(m);
@@ -329,15 +291,7 @@ static double get_roundtrip(DBusConnection *drv) {
 static void register_observer(DBusConnection *obs, const char *dest, char *path_out, char *unique_out) {
   DBusMessage *m = dbus_message_new_method_call(dest, PATH, IFACE, "Register");
   check_oom(m);
-  DBusMessageIter it, opts;
-  const char *name = "bench-observer";
-  const char *reads[1] = {KEY};
-  dbus_message_iter_init_append(m, &it);
-  dbus_message_iter_append_basic(&it, DBUS_TYPE_STRING, &name);
-  bench_append_strings(&it, reads, 1);
-  bench_append_strings(&it, NULL, 0);
-  dbus_message_iter_open_container(&it, DBUS_TYPE_ARRAY, "{sv}", &opts);
-  dbus_message_iter_close_container(&it, &opts);
+  bench_append_register(m, "bench-observer", KEY);
   DBusError err;
   dbus_error_init(&err);
   DBusMessage *r = dbus_connection_send_with_reply_and_block(obs, m, TIMEOUT_MS, &err);
@@ -376,16 +330,6 @@ static void start_host(const char *program, const char *address) {
   if (!fgets(line, sizeof line, host_out) || strcmp(line, "ready\n") != 0) die("ordo-host-bench did not start", program);
 }
 
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double *xs, long n) {
-  qsort(xs, (size_t)n, sizeof *xs, cmp);
-  return n % 2 ? xs[n / 2] : (xs[n / 2 - 1] + xs[n / 2]) / 2;
-}
-
 int main(int argc, char **argv) {
   if (argc != 6 && argc != 7) {
     fprintf(stderr, "usage: ordo-dbus-bench ADDRESS SERVICE ROUNDS BATCH SAMPLES [HOST_PROGRAM]\n");
@@ -397,8 +341,8 @@ int main(int argc, char **argv) {
   if (rounds <= 0 || batch <= 0 || samples <= 0) die("ROUNDS, BATCH and SAMPLES must be positive", NULL);
   signal(SIGPIPE, SIG_IGN);
 
-  DBusConnection *drv = connect_to(address);
-  DBusConnection *obs = connect_to(address);
+  DBusConnection *drv = bench_connect(address, die);
+  DBusConnection *obs = bench_connect(address, die);
   observer_name = dbus_bus_get_unique_name(obs);
   register_observer(obs, service, contract_path, ordod_unique);
   if (argc == 7) {
@@ -462,17 +406,17 @@ int main(int argc, char **argv) {
     tuned_ratio[i] = hosted ? ordo_rate[i] / tuned_rate[i] : 0;
   }
   if (hosted) {
-    printf("ordo_notify_per_s %.1f\n", median(ordo_rate, rounds));
-    printf("ordo_vs_raw %.4f\n", median(ratio, rounds));
-    printf("raw_body_first_per_s %.1f\n", median(tuned_rate, rounds));
-    printf("ordo_vs_raw_body_first %.4f\n", median(tuned_ratio, rounds));
+    printf("ordo_notify_per_s %.1f\n", bench_median(ordo_rate, rounds));
+    printf("ordo_vs_raw %.4f\n", bench_median(ratio, rounds));
+    printf("raw_body_first_per_s %.1f\n", bench_median(tuned_rate, rounds));
+    printf("ordo_vs_raw_body_first %.4f\n", bench_median(tuned_ratio, rounds));
   }
-  printf("raw_signals_per_s %.1f\n", median(raw_rate, rounds));
-  printf("ordo_commit_notify_per_s %.1f\n", median(commit_rate, rounds));
-  printf("ordo_commit_vs_raw %.4f\n", median(commit_ratio, rounds));
-  printf("ordo_roundtrip_us %.2f\n", median(ordo_lat, rounds * samples));
-  printf("raw_signal_us %.2f\n", median(raw_lat, rounds * samples));
-  printf("get_roundtrip_us %.2f\n", median(get_lat, rounds * samples));
+  printf("raw_signals_per_s %.1f\n", bench_median(raw_rate, rounds));
+  printf("ordo_commit_notify_per_s %.1f\n", bench_median(commit_rate, rounds));
+  printf("ordo_commit_vs_raw %.4f\n", bench_median(commit_ratio, rounds));
+  printf("ordo_roundtrip_us %.2f\n", bench_median(ordo_lat, rounds * samples));
+  printf("raw_signal_us %.2f\n", bench_median(raw_lat, rounds * samples));
+  printf("get_roundtrip_us %.2f\n", bench_median(get_lat, rounds * samples));
   fflush(stdout);
   if (hosted) {
     fclose(host_in);

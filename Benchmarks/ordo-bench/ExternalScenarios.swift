@@ -51,6 +51,17 @@ final class Child {
     }
   }
 
+  /// Reads the output to its end as "name value" lines; waits for the exit.
+  func figures() -> [String: Double] {
+    var out: [String: Double] = [:]
+    while let line = readLine() {
+      let f = line.split(separator: " ")
+      if f.count == 2, let v = Double(f[1]) { out[String(f[0])] = v }
+    }
+    finish()
+    return out
+  }
+
   func finish() {
     try? input.fileHandleForWriting.close()
     process.waitUntilExit()
@@ -366,6 +377,21 @@ func runCGObject(_ s: Settings) throws -> [BenchResult] {
   return results
 }
 
+/// Starts `ordod` serving `name` with a private dbus-daemon; the child and
+/// the daemon's address (nil when ordod did not print it).
+func startOrdod(_ ordod: String, name: String, scenario: String) throws -> (child: Child, address: String?) {
+  progress("\(scenario): starting \(ordod) with a private dbus-daemon")
+  let daemon = try Child(ordod, ["--private", "--name", name, "--log-level", "warning"])
+  var address: String?
+  while let line = daemon.readLine() {
+    if line.hasPrefix("DBUS_SESSION_BUS_ADDRESS=") {
+      address = String(line.dropFirst("DBUS_SESSION_BUS_ADDRESS=".count))
+      break
+    }
+  }
+  return (daemon, address)
+}
+
 /// Scenario 5: D-Bus. Starts `ordod` with a private dbus-daemon, then runs
 /// the C program ordo-dbus-bench (a libdbus observer) against it, which
 /// starts ordo-host-bench (a C program publishing its own bus through
@@ -393,29 +419,16 @@ func runDBus(_ s: Settings) throws -> [BenchResult] {
   }
   let host = s.hostBench.flatMap { !$0.isEmpty && access($0, X_OK) == 0 ? $0 : nil }
   let name = "dev.ordo.Bench"
-  progress("dbus: starting \(ordod) with a private dbus-daemon")
-  let daemon = try Child(ordod, ["--private", "--name", name, "--log-level", "warning"])
+  let (daemon, started) = try startOrdod(ordod, name: name, scenario: "dbus")
   defer {
     daemon.process.terminate()
     daemon.finish()
   }
-  var address: String?
-  while let line = daemon.readLine() {
-    if line.hasPrefix("DBUS_SESSION_BUS_ADDRESS=") {
-      address = String(line.dropFirst("DBUS_SESSION_BUS_ADDRESS=".count))
-      break
-    }
-  }
-  guard let address else { return unavailable("ordod did not start") }
+  guard let address = started else { return unavailable("ordod did not start") }
   let (rounds, batch, samples) = s.quick ? (3, 300, 30) : (s.reps, 2_000, 100)
   progress("dbus: measuring (\(rounds) rounds of \(batch) notifications and \(samples) round trips)")
   let client = try Child(bench, [address, name, "\(rounds)", "\(batch)", "\(samples)"] + (host.map { [$0] } ?? []))
-  var figures: [String: Double] = [:]
-  while let line = client.readLine() {
-    let f = line.split(separator: " ")
-    if f.count == 2, let v = Double(f[1]) { figures[String(f[0])] = v }
-  }
-  client.finish()
+  let figures = client.figures()
   guard client.process.terminationStatus == 0,
     let raw = figures["raw_signals_per_s"], let viaCommit = figures["ordo_commit_notify_per_s"],
     let viaCommitRatio = figures["ordo_commit_vs_raw"],

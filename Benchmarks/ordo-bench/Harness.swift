@@ -40,6 +40,8 @@ struct Settings {
   var dbusBench: String?
   /// The C program publishing its own bus (scenario dbus, `notify_per_s`).
   var hostBench: String?
+  /// The C client's program (scenario dbus-c-client, with `ordod`).
+  var clientBench: String?
   /// `--profile WORKLOAD`: only Ordo's side of one workload.
   var profile: String?
 

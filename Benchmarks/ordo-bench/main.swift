@@ -11,15 +11,17 @@ import Foundation
 
 let usage = """
   usage: ordo-bench [--quick] [--json PATH] [--only SCENARIO[,SCENARIO…]] [--c-bench PROGRAM]
-                    [--ordod PROGRAM --dbus-bench PROGRAM [--host-bench PROGRAM]] [--profile WORKLOAD]
+                    [--ordod PROGRAM --dbus-bench PROGRAM [--host-bench PROGRAM] [--client-bench PROGRAM]]
+                    [--profile WORKLOAD]
     --quick     smaller sizes (up to 100 000 contracts) and fewer repetitions
     --json      also write the results as JSON to PATH
     --only      run only these scenarios: memory, scale, delivery, schema, codegen, conditions, coalescing, c-abi,
-                c-gobject, dbus
+                c-gobject, dbus, dbus-c-client
     --c-bench   the C program of the c-abi scenario (built by `make bench`); c-gobject
                 also runs gobject-bench from the same directory
     --ordod, --dbus-bench   ordod and the C observer program of the dbus scenario
     --host-bench            the C program publishing its own bus (dbus notify_per_s)
+    --client-bench          the C client's program of the dbus-c-client scenario (with --ordod)
     --profile   run only Ordo's side of one workload, for a profiler:
                 commit:N, commit-handles:N, commit-typed:N, delivery,
                 delivery-handles, delivery-typed, register:N; schema-WORKLOAD: the same
@@ -51,6 +53,7 @@ func parseArguments() -> Settings {
     case "--ordod": s.ordod = value(a)
     case "--dbus-bench": s.dbusBench = value(a)
     case "--host-bench": s.hostBench = value(a)
+    case "--client-bench": s.clientBench = value(a)
     case "-h", "--help":
       print(usage)
       exit(0)
@@ -91,6 +94,7 @@ func main() throws {
   if settings.wants("c-abi") { results += try runCABI(settings) }
   if settings.wants("c-gobject") { results += try runCGObject(settings) }
   if settings.wants("dbus") { results += try runDBus(settings) }
+  if settings.wants("dbus-c-client") { results += try runDBusClient(settings) }
   let seconds = Double(nowNS() - started) / 1e9
 
   print("ordo-bench\(settings.quick ? " --quick" : ""): \(machine)")

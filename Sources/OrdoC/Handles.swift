@@ -59,22 +59,12 @@ public func ordo_handle_set_double(_ handle: OpaquePointer?, _ value: Double) ->
 
 @c @implementation
 public func ordo_handle_set_string(_ handle: OpaquePointer?, _ utf8: UnsafePointer<CChar>?) -> ordo_status {
-  withHandle(handle) { (h) throws(OrdoError) in
-    let what = "the string value for \"\(h.keypath)\""
-    guard let utf8 else { throw invalid("\(what) is NULL (use \"\" for the empty string)") }
-    try h.set(.string(try stringArg(utf8, what)))
-  }
+  withHandle(handle) { (h) throws(OrdoError) in try h.set(try stringValue(utf8, for: h.keypath)) }
 }
 
 @c @implementation
 public func ordo_handle_set_bytes(_ handle: OpaquePointer?, _ data: UnsafeRawPointer?, _ len: Int) -> ordo_status {
-  withHandle(handle) { (h) throws(OrdoError) in
-    let k = h.keypath
-    if len == 0 { return try h.set(.bytes([])) }
-    guard len > 0 else { throw invalid("bytes length \(UInt(bitPattern: len)) for \"\(k)\" is too large") }
-    guard let data else { throw invalid("bytes data for \"\(k)\" is NULL but its length is \(len)") }
-    try h.set(.bytes(Array(UnsafeRawBufferPointer(start: data, count: len))))
-  }
+  withHandle(handle) { (h) throws(OrdoError) in try h.set(try bytesValue(data, len, for: h.keypath)) }
 }
 
 @c @implementation

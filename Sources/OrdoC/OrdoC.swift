@@ -132,20 +132,12 @@ public func ordo_set_double(_ bus: OpaquePointer?, _ keypath: UnsafePointer<CCha
 
 @c @implementation
 public func ordo_set_string(_ bus: OpaquePointer?, _ keypath: UnsafePointer<CChar>?, _ utf8: UnsafePointer<CChar>?) -> ordo_status {
-  set(bus, keypath) { () throws(OrdoError) in
-    guard let utf8 else { throw invalid("the string value for \"\(escaped(keypath!))\" is NULL (use \"\" for the empty string)") }
-    return .string(try stringArg(utf8, "the string value for \"\(escaped(keypath!))\""))
-  }
+  set(bus, keypath) { () throws(OrdoError) in try stringValue(utf8, for: escaped(keypath!)) }
 }
 
 @c @implementation
 public func ordo_set_bytes(_ bus: OpaquePointer?, _ keypath: UnsafePointer<CChar>?, _ data: UnsafeRawPointer?, _ len: Int) -> ordo_status {
-  set(bus, keypath) { () throws(OrdoError) in
-    if len == 0 { return .bytes([]) }
-    guard len > 0 else { throw invalid("bytes length \(UInt(bitPattern: len)) for \"\(escaped(keypath!))\" is too large") }
-    guard let data else { throw invalid("bytes data for \"\(escaped(keypath!))\" is NULL but its length is \(len)") }
-    return .bytes(Array(UnsafeRawBufferPointer(start: data, count: len)))
-  }
+  set(bus, keypath) { () throws(OrdoError) in try bytesValue(data, len, for: escaped(keypath!)) }
 }
 
 @c @implementation

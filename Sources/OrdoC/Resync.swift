@@ -50,13 +50,13 @@ private func readArguments<Callback>(
 }
 
 /// The keypaths sorted by their UTF-8 bytes: the order the callbacks see.
-private func inKeypathOrder(_ keys: some Sequence<String>) -> [String] {
+func inKeypathOrder(_ keys: some Sequence<String>) -> [String] {
   keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
 }
 
 /// Calls `body` with the C view of a value, NULL for none (strings and bytes
 /// valid during the call).
-private func withCValue(_ v: Value?, _ body: (UnsafePointer<ordo_value>?) -> Void) {
+func withCValue(_ v: Value?, _ body: (UnsafePointer<ordo_value>?) -> Void) {
   var c = ordo_value(type: ORDO_TYPE_BOOL, b: false, i: 0, d: 0, s: nil, bytes: nil, len: 0)
   switch v {
   case nil:

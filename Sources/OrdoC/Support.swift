@@ -118,6 +118,23 @@ func stringArg(_ p: UnsafePointer<CChar>?, _ what: String, code: OrdoError.Code 
   throw OrdoError(code, "\(what) \"\(escaped(p))\" is not valid UTF-8: byte \(at) (0x\(String(byte, radix: 16))) is not allowed")
 }
 
+/// The string value of a set of `keypath` (as messages name it): NULL and
+/// invalid UTF-8 are INVALID_ARGUMENT.
+func stringValue(_ utf8: UnsafePointer<CChar>?, for keypath: String) throws(OrdoError) -> Value {
+  let what = "the string value for \"\(keypath)\""
+  guard let utf8 else { throw invalid("\(what) is NULL (use \"\" for the empty string)") }
+  return .string(try stringArg(utf8, what))
+}
+
+/// The bytes value of a set of `keypath` (as messages name it): `data` may
+/// be NULL only when `len` is 0.
+func bytesValue(_ data: UnsafeRawPointer?, _ len: Int, for keypath: String) throws(OrdoError) -> Value {
+  if len == 0 { return .bytes([]) }
+  guard len > 0 else { throw invalid("bytes length \(UInt(bitPattern: len)) for \"\(keypath)\" is too large") }
+  guard let data else { throw invalid("bytes data for \"\(keypath)\" is NULL but its length is \(len)") }
+  return .bytes(Array(UnsafeRawBufferPointer(start: data, count: len)))
+}
+
 /// A required keypath argument (validated by the core; here only NULL and
 /// UTF-8).
 @inline(__always)

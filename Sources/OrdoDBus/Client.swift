@@ -490,6 +490,10 @@ public final class OrdoClient {
   /// Whether the connection to the bus daemon is open.
   public var isConnected: Bool { connection.isConnected }
 
+  /// The connection's socket, for a program's own poll loop beside
+  /// ``process(timeoutMs:)``; nil when the connection is closed.
+  public var socket: Int32? { connection.unixFd }
+
   /// One dictionary per contract, in pass order (see `Contracts` in docs/dbus.md).
   public func contracts() throws(OrdoRemoteError) -> [[(String, RemoteField)]] {
     let r = try call("Contracts") { _ in }

@@ -1,0 +1,98 @@
+"""The C client of libordo (ordo_client_*, include/ordo.h "C client") with
+real processes: Tests/C/test_client.c under valgrind against an ordod on a
+private dbus-daemon, which the test stops, then the daemon, while the
+program runs; and examples/c-client/follow.c built and run against ordod
+while a jeepney peer commits.
+
+Run: python3 Tests/DBus/test_c_client.py [-k NAME]
+     (ORDO_BIN = the build's bin dir; ORDO_LIB_DIR = the directory of the
+     libordo.so to link, default ORDO_BIN)
+"""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import ORDOD, ROOT, Env, read_line, spawn, stop  # noqa: E402
+
+LIB_DIR = os.environ.get("ORDO_LIB_DIR", os.path.dirname(ORDOD))
+VALGRIND = ["valgrind", "-q", "--error-exitcode=1", "--leak-check=full",
+            "--errors-for-leak-kinds=definite,indirect,possible",
+            "--suppressions=" + os.path.join(ROOT, "Tests", "C", "valgrind.supp")]
+
+
+def build(test, source, exe, *extra):
+    """Compiles a C program against include/ordo.h and LIB_DIR's libordo.so."""
+    cc = os.environ.get("CC", "cc")
+    subprocess.run([cc, "-std=c99", "-Wall", "-Wextra", "-Werror", "-g", "-o", exe, source,
+                    "-I", os.path.join(ROOT, "include"), *extra,
+                    "-L", LIB_DIR, "-lordo", "-Wl,-rpath," + LIB_DIR, "-lpthread"], check=True, timeout=120)
+
+
+class CClientTest(unittest.TestCase):
+    def setUp(self):
+        self.env = Env()
+        self.addCleanup(self.env.close)
+
+    def start_test_client(self, *args):
+        exe = os.path.join(self.env.dir, "test_client")
+        build(self, os.path.join(ROOT, "Tests", "C", "test_client.c"), exe, "-I", os.path.join(ROOT, "Tests", "C"))
+        cmd = [exe, self.env.address, *args]
+        if shutil.which("valgrind"):
+            cmd = VALGRIND + cmd
+        p = spawn(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(stop, p, signal.SIGKILL)
+        return p
+
+    def test_client_under_valgrind(self):
+        p = self.start_test_client()
+
+        def step(expect, then):
+            line = read_line(p.stdout, 120, expect)
+            self.assertEqual(line, expect, p.stderr.read().decode() if p.poll() is not None else "")
+            then()
+            p.stdin.write(b"go\n")
+            p.stdin.flush()
+
+        step("stop-ordod", lambda: self.assertEqual(stop(self.env.ordod), 0))
+        step("stop-daemon", lambda: stop(self.env.daemon))
+        out, err = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, 0, err.decode() + out.decode())
+        self.assertIn("checks passed", out.decode())
+
+    # The service refuses a writer's answer to its initial call during
+    # Register (dev.ordo.Error.AccessDenied: the contract is not yet
+    # recorded as the peer's), then suspends the writer: a bug of ordod,
+    # not of the client (issue 37).
+    @unittest.expectedFailure
+    def test_notify_initial_writer_answers_its_initial_call(self):
+        p = self.start_test_client("initial")
+        out, err = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, 0, err.decode() + out.decode())
+        self.assertIn("checks passed", out.decode())
+
+    def test_follow_example(self):
+        exe = os.path.join(self.env.dir, "follow")
+        build(self, os.path.join(ROOT, "examples", "c-client", "follow.c"), exe)
+        peer = self.env.peer()
+        peer.commit({"playlist.title": ("s", "Road trip")})
+        p = spawn([exe, self.env.address], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(stop, p, signal.SIGKILL)
+        first = read_line(p.stdout, 20, "follow's first line")
+        self.assertEqual(first, "txn 1: Road trip, 0 s")
+        # Both in one transaction: one line; one of them: one line; others: none.
+        t2 = peer.commit({"playlist.title": ("s", "Night drive"), "playlist.total": ("x", 300)})
+        peer.commit({"playlist.other": ("x", 1)})
+        t4 = peer.commit({"playlist.total": ("x", 420)})
+        self.assertEqual(read_line(p.stdout, 20, "follow's line"), f"txn {t2}: Night drive, 300 s")
+        self.assertEqual(read_line(p.stdout, 20, "follow's line"), f"txn {t4}: Night drive, 420 s")
+        self.assertEqual(stop(p, signal.SIGTERM), 0)
+        self.assertEqual(p.stdout.read(), b"")
+
+
+if __name__ == "__main__":
+    from harness import main
+    main("test_c_client")
