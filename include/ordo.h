@@ -781,6 +781,19 @@ ordo_status ordo_writes_touch     (ordo_writes *writes, const char *keypath);
 ordo_status ordo_writes_remove    (ordo_writes *writes, const char *keypath);
 ordo_status ordo_writes_remove_tree(ordo_writes *writes, const char *keypath);
 
+/** Conditions and ownership of a commit (SPEC §15; a program's batch only:
+ *  on a writer's notification writes they are ORDO_E_INVALID_ARGUMENT).
+ *  ordo_writes_expect_counter adds a condition: ordo_client_commit applies
+ *  the batch only if keypath's counter is still `counter` (0: never
+ *  changed), else returns ORDO_E_CONFLICT naming the keypath and both
+ *  counters, and nothing is applied. ordo_writes_set_owned(writes, true)
+ *  makes the values the batch sets belong to this client's connection: the
+ *  service removes them, in one transaction, when the connection closes.
+ *  With either, the batch is sent as CommitWith. ordo_writes_clear resets
+ *  both. Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT or ORDO_E_INVALID_KEYPATH. */
+ordo_status ordo_writes_expect_counter(ordo_writes *writes, const char *keypath, uint64_t counter);
+ordo_status ordo_writes_set_owned(ordo_writes *writes, bool owned);
+
 /** Commits the batch as one transaction (D-Bus Commit); *out_txn (may be
  *  NULL) receives its id, 0 if nothing changed. The batch is left as it
  *  was (ordo_writes_clear empties it). Waits while a pass runs on the

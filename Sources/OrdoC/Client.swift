@@ -138,6 +138,11 @@ final class CClient {
     guard writersRunning == 0 else {
       throw invalid("ordo_client_commit from a writer's callback: the service's pass waits for this writer's answer")
     }
+    guard w.expect.isEmpty && !w.owned else {
+      return try call { (r) throws(OrdoRemoteError) in
+        try r.commit(set: w.sets, touch: w.touches, remove: w.removals, expect: w.expect, owned: w.owned)
+      }
+    }
     return try call { (r) throws(OrdoRemoteError) in try r.commit(set: w.sets, touch: w.touches, remove: w.removals) }
   }
 

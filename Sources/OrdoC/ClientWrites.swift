@@ -17,6 +17,11 @@ final class CWrites {
   private(set) var touches: [String] = []
   /// Removals; a tree's is `k.**`, as the D-Bus Commit takes it.
   private(set) var removals: [String] = []
+  /// The commit's conditions (keypath, counter) and whether its sets are
+  /// owned (SPEC §15): a program's batch only; with either it is sent as
+  /// `CommitWith`.
+  private(set) var expect: [(String, UInt64)] = []
+  var owned = false
   /// For a writer's answer: the contract's name and write set.
   let writer: (name: String, patterns: [Pattern])?
   /// Whether the batch takes writes: always for the program's own, only
@@ -43,6 +48,20 @@ final class CWrites {
     setIndex.removeAll(keepingCapacity: true)
     touches.removeAll(keepingCapacity: true)
     removals.removeAll(keepingCapacity: true)
+    expect.removeAll(keepingCapacity: true)
+    owned = false
+  }
+
+  /// Refuses what only a program's own batch carries, on a writer's.
+  func requireProgramBatch(_ what: String) throws(OrdoError) {
+    if let writer {
+      throw invalid("\(what) on the writes of contract \"\(writer.name)\": a writer's answer (Complete) carries neither conditions nor ownership")
+    }
+  }
+
+  func addExpect(_ keypath: UnsafePointer<CChar>?, _ counter: UInt64) throws(OrdoError) {
+    try requireProgramBatch("ordo_writes_expect_counter")
+    expect.append((try Keypath(try keypathArg(keypath)).string, counter))
   }
 
   /// The batch as a writer's answer.
@@ -152,4 +171,18 @@ public func ordo_writes_remove(_ writes: OpaquePointer?, _ keypath: UnsafePointe
 @c @implementation
 public func ordo_writes_remove_tree(_ writes: OpaquePointer?, _ keypath: UnsafePointer<CChar>?) -> ordo_status {
   guarded { () throws(OrdoError) in try CWrites.from(writes).remove(keypath, tree: true) }
+}
+
+@c @implementation
+public func ordo_writes_expect_counter(_ writes: OpaquePointer?, _ keypath: UnsafePointer<CChar>?, _ counter: UInt64) -> ordo_status {
+  guarded { () throws(OrdoError) in try CWrites.from(writes).addExpect(keypath, counter) }
+}
+
+@c @implementation
+public func ordo_writes_set_owned(_ writes: OpaquePointer?, _ owned: Bool) -> ordo_status {
+  guarded { () throws(OrdoError) in
+    let w = try CWrites.from(writes)
+    try w.requireProgramBatch("ordo_writes_set_owned")
+    w.owned = owned
+  }
 }

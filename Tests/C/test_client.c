@@ -270,7 +270,7 @@ typedef struct writer {
   int calls;
   int initial_calls;
   ordo_writes *kept; /* the batch of the last call, used after it */
-  ordo_status violation, commit, dispatch, free_status;
+  ordo_status violation, commit, dispatch, free_status, expect, owned;
   int sleep_ms;
 } writer;
 
@@ -291,6 +291,8 @@ static void compute_total(ordo_client *client, const ordo_client_notification *n
   OK(ordo_client_snapshot(client, durations, 1, add, &sum, NULL));
   OK(ordo_writes_set_int64(note->writes, "playlist.total", sum));
   wr->violation = ordo_writes_set_int64(note->writes, "playlist.title", 1);
+  wr->expect = ordo_writes_expect_counter(note->writes, "playlist.total", 0);
+  wr->owned = ordo_writes_set_owned(note->writes, true);
   wr->commit = ordo_client_commit(client, note->writes, NULL);
   ordo_writes *other = NULL;
   OK(ordo_writes_new(&other));
@@ -375,6 +377,8 @@ static void test_writer(ordo_client *c, ordo_client *other) {
   CHECK(get_int(c, "playlist.total") == 350);
   CHECK(r.calls == 0);
   EXPECT(ORDO_E_CONTRACT_VIOLATION, wr.violation);
+  EXPECT(ORDO_E_INVALID_ARGUMENT, wr.expect);
+  EXPECT(ORDO_E_INVALID_ARGUMENT, wr.owned);
   EXPECT(ORDO_E_INVALID_ARGUMENT, wr.commit);
   EXPECT(ORDO_E_INVALID_ARGUMENT, wr.dispatch);
   /* After the callback, its batch refuses everything. */
@@ -499,6 +503,57 @@ static void test_misuse(ordo_client *c) {
 
 /* -- The service, then the bus daemon, going away -------------------------- */
 
+/* CommitWith from C: a condition that holds, one that does not (nothing
+ * applied), an owned value removed when its client's connection closes,
+ * and the options refused on a writer's answer (test_writer checks that
+ * through misuse of a notification's writes). */
+static void test_conditions_and_owned(ordo_client *c) {
+  ordo_writes *w = NULL;
+  ordo_client *provider = NULL;
+  ordo_value *v = NULL;
+  uint64_t txn = 0, counter = 0;
+  OK(ordo_writes_new(&w));
+  OK(ordo_writes_set_int64(w, "cond.n", 1));
+  OK(ordo_writes_expect_counter(w, "cond.n", 0));
+  OK(ordo_client_commit(c, w, &txn));
+  CHECK(txn > 0);
+  OK(ordo_writes_clear(w));
+  OK(ordo_writes_set_int64(w, "cond.n", 5));
+  OK(ordo_writes_set_int64(w, "cond.other", 5));
+  OK(ordo_writes_expect_counter(w, "cond.n", 0));
+  EXPECT(ORDO_E_CONFLICT, ordo_client_commit(c, w, &txn));
+  EXPECT_MESSAGE("\"cond.n\" was expected at counter 0 but is at 1");
+  OK(ordo_client_get(c, "cond.n", &v, &counter));
+  CHECK(v && v->type == ORDO_TYPE_INT64 && v->i == 1 && counter == 1);
+  ordo_free(v);
+  v = NULL;
+  EXPECT(ORDO_E_NOT_FOUND, ordo_client_get(c, "cond.other", &v, NULL));
+  EXPECT(ORDO_E_INVALID_KEYPATH, ordo_writes_expect_counter(w, "a..b", 0));
+  EXPECT(ORDO_E_INVALID_ARGUMENT, ordo_writes_expect_counter(NULL, "k", 0));
+  EXPECT(ORDO_E_INVALID_ARGUMENT, ordo_writes_set_owned(NULL, true));
+
+  OK(ordo_client_connect(address, NULL, &provider));
+  OK(ordo_writes_clear(w));
+  OK(ordo_writes_set_string(w, "cond.owned", "here"));
+  OK(ordo_writes_set_owned(w, true));
+  OK(ordo_client_commit(provider, w, NULL));
+  OK(ordo_client_get(c, "cond.owned", &v, NULL));
+  CHECK(v && v->type == ORDO_TYPE_STRING);
+  ordo_free(v);
+  v = NULL;
+  ordo_client_free(provider);
+  /* The service removes the value once it sees the connection close. */
+  for (int i = 0; i < 200; i++) {
+    if (ordo_client_get(c, "cond.owned", &v, NULL) == ORDO_E_NOT_FOUND) break;
+    ordo_free(v);
+    v = NULL;
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  EXPECT(ORDO_E_NOT_FOUND, ordo_client_get(c, "cond.owned", &v, NULL));
+  ordo_writes_free(w);
+}
+
 static void test_going_away(ordo_client *c) {
   observed o = {0};
   const char *reads[] = {"gone.x"};
@@ -559,6 +614,7 @@ int main(int argc, char **argv) {
   test_commit_and_reads(c);
   test_observer(c);
   test_writer(c, other);
+  test_conditions_and_owned(c);
   ordo_client_free(other);
   test_going_away(c);
   return check_report("test_client");
