@@ -31,6 +31,10 @@ struct LoggedTransaction: Sendable {
 /// scan stops at the first record that is torn, zeroed, from an earlier
 /// cycle, or left behind a shorter record written over its start.
 ///
+/// The header's version is the log's layout; the changes' encoding follows
+/// the state's format version (`StateFile.formatVersion`), and `open`
+/// refuses a database of a newer one before it reads the log.
+///
 /// A reset (a new cycle: new seed, the other header slot) happens only
 /// once the database holds every record durably; records then start again
 /// at 4 096, overwriting the old ones in place. The file is written to its
@@ -364,10 +368,15 @@ final class CommitLog {
     return (load64(h, 16), load64(h, 24), load64(h, 32))
   }
 
+  /// The bit of a change's type byte that marks its value owned. Records
+  /// of a version 1 state never set it, so they read the same.
+  static let ownedBit: UInt8 = 0x80
+
   /// `u32 count`, then per change: `u32 length` and the keypath's UTF-8,
-  /// `u8 type` (0 none, 1 bool, 2 int64, 3 double, 4 string, 5 bytes) and
-  /// the value (`u8`; 8 bytes; the double's bits; `u32 length` and bytes),
-  /// `u64 counter`, `u64 changed-at`. Little-endian.
+  /// `u8 type` (0 none, 1 bool, 2 int64, 3 double, 4 string, 5 bytes; with
+  /// `ownedBit` set when the value is owned) and the value (`u8`; 8 bytes;
+  /// the double's bits; `u32 length` and bytes), `u64 counter`,
+  /// `u64 changed-at`. Little-endian.
   static func encode(_ changes: [StoredKeypath], into out: inout [UInt8]) {
     put32(&out, UInt32(changes.count))
     for c in changes {
@@ -376,26 +385,27 @@ final class CommitLog {
         put32(&out, UInt32(u.count))
         out.append(contentsOf: u)
       }
+      let owned = c.owned ? ownedBit : 0
       switch c.value {
       case .none: out.append(0)
       case .bool(let b)?:
-        out.append(1)
+        out.append(1 | owned)
         out.append(b ? 1 : 0)
       case .int64(let i)?:
-        out.append(2)
+        out.append(2 | owned)
         put64(&out, UInt64(bitPattern: i))
       case .double(let d)?:
-        out.append(3)
+        out.append(3 | owned)
         put64(&out, d.bitPattern)
       case .string(let s)?:
-        out.append(4)
+        out.append(4 | owned)
         var s = s
         s.withUTF8 { u in
           put32(&out, UInt32(u.count))
           out.append(contentsOf: u)
         }
       case .bytes(let b)?:
-        out.append(5)
+        out.append(5 | owned)
         put32(&out, UInt32(b.count))
         out.append(contentsOf: b)
       }
@@ -445,11 +455,14 @@ final class CommitLog {
       guard let kl = u32(), let kb = bytes(kl), let keypath = String(validating: kb, as: UTF8.self), need(1) else {
         return nil
       }
-      let type = b[i]
+      let type = b[i] & ~ownedBit, owned = b[i] & ownedBit != 0
       i += 1
       let value: Value?
       switch type {
-      case 0: value = nil
+      case 0:
+        // A tombstone is never owned.
+        guard !owned else { return nil }
+        value = nil
       case 1:
         guard need(1), b[i] <= 1 else { return nil }
         value = .bool(b[i] == 1)
@@ -469,7 +482,7 @@ final class CommitLog {
       default: return nil
       }
       guard let counter = u64(), let changedAt = u64() else { return nil }
-      out.append(StoredKeypath(keypath: keypath, value: value, counter: counter, changedAt: changedAt))
+      out.append(StoredKeypath(keypath: keypath, value: value, counter: counter, changedAt: changedAt, owned: owned))
     }
     return i == b.count ? out : nil
   }

@@ -77,15 +77,23 @@ public final class DurableState: Sendable {
 
   /// Opens (or creates) the state file at `path`, replaces `bus`'s model
   /// with the stored one — every keypath with its value or tombstone,
-  /// counter and changed-at, the last transaction id and the epoch — and
-  /// from then on stores every transaction committed on `bus`. A new file
-  /// gives the bus an empty model and the file's new epoch. Contracts stay
-  /// registered and are not called for the restored model.
+  /// counter, changed-at and ownership, the last transaction id and the
+  /// epoch — and from then on stores every transaction committed on `bus`.
+  /// A new file gives the bus an empty model and the file's new epoch.
+  /// Contracts stay registered and are not called for the restored model.
+  ///
+  /// Owned values do not outlive their owners, and no owner outlives the
+  /// process (SPEC §15): when the stored model holds owned values, the
+  /// first transaction after the restore removes them all, with a normal
+  /// pass (contracts that read them are called), and is durable when
+  /// `attach` returns (in grouped mode it syncs).
   ///
   /// - Throws: every refusal of `StateFile.open` (locked, corrupt, future
   ///   format, foreign, storage); `invalidArgument` when `bus` already has
   ///   a durable state, or has a transaction open on this thread. Nothing
-  ///   changes when it throws.
+  ///   changes when these throw. `storage` when the transaction removing
+  ///   the owned values cannot be stored: then nothing is attached, and
+  ///   the bus holds the stored model.
   public static func attach(bus: Bus, path: String, sync: SyncMode = .full, mode: Mode = .grouped) throws(StoreError)
     -> DurableState
   {
@@ -113,11 +121,12 @@ public final class DurableState: Sendable {
         durable.install()
         do throws(StoreError) {
           try restore(bus, from: state, path: path)
+          durable.core.state.withLock { $0.recovery = nil }
+          try durable.removeOwnedValues(of: state)
         } catch {
           durable.detach()
           throw error
         }
-        durable.core.state.withLock { $0.recovery = nil }
         return durable
       } catch {
         file.close()
@@ -297,6 +306,13 @@ public final class DurableState: Sendable {
   /// Restores the bus from the file's durable state. Restoring waits for a
   /// transaction running on another thread; its commit hook refuses it
   /// meanwhile (recovery is set). Returns the error, if any.
+  ///
+  /// Unlike `attach`, it removes no owned values: their owners are alive
+  /// and keep them. Those the file holds as owned that no live owner holds
+  /// (ended or released in a lost transaction) stay, held by the
+  /// placeholder owner, until the next restart removes them; removing
+  /// them here would commit one more transaction after each failed sync,
+  /// for the next sync to fail on again while the disk is full.
   private func restoreFromFile() -> StoreError? {
     do {
       let state = try core.file.load()
@@ -308,10 +324,33 @@ public final class DurableState: Sendable {
     }
   }
 
-  /// Replaces the bus's model with a stored state.
+  /// Removes the owned values a restore brought back (see `attach`) in
+  /// one transaction, and makes it durable.
+  private func removeOwnedValues(of state: StoredState) throws(StoreError) {
+    guard state.keypaths.contains(where: \.owned) else { return }
+    let what = "the removal of the owned values of the previous run; nothing was attached"
+    if bus.releaseRestoredOwnedValues() == 0 {
+      // No transaction: the each-commit hook refused it, or live owners of
+      // this process hold every value (nothing to remove).
+      if let refusal = core.state.withLock({ $0.refusal }) {
+        throw StoreError(.storage, path: path, message: "\(refusal.message) (\(what))")
+      }
+      return
+    }
+    guard mode == .grouped else { return }
+    do {
+      try sync()
+    } catch {
+      throw StoreError(error.error.kind, path: path, message: "\(error.description) (\(what))")
+    }
+  }
+
+  /// Replaces the bus's model with a stored state. Its owned values that
+  /// no live owner of the bus holds go to the bus's placeholder owner,
+  /// which `Bus.releaseRestoredOwnedValues()` releases.
   private static func restore(_ bus: Bus, from state: StoredState, path: String) throws(StoreError) {
     let keypaths = state.keypaths.map {
-      KeyState(keypath: $0.keypath, value: $0.value, counter: $0.counter, changedAt: $0.changedAt)
+      KeyState(keypath: $0.keypath, value: $0.value, counter: $0.counter, changedAt: $0.changedAt, owned: $0.owned)
     }
     do {
       try bus.restore(epoch: state.epoch, lastTransaction: state.lastTransaction, keypaths: keypaths)
@@ -337,6 +376,9 @@ public final class DurableState: Sendable {
       var durable: UInt64
       /// Set from a failed sync until the bus is restored: the hook refuses.
       var recovery: String?
+      /// Why the each-commit hook last failed to store a transaction (the
+      /// core reports it to the committer; `attach` names it too).
+      var refusal: StoreError?
       var closed = false
     }
 
@@ -362,8 +404,13 @@ public final class DurableState: Sendable {
     func store(_ txn: UInt64, _ changes: [KeyState]) throws(StoreError) {
       try state.withLock { (s: inout State) throws(StoreError) in
         guard try accept(&s, txn) else { return }
-        try file.append(transaction: txn, changes: changes.map(stored))
-        try file.sync()
+        do throws(StoreError) {
+          try file.append(transaction: txn, changes: changes.map(stored))
+          try file.sync()
+        } catch {
+          s.refusal = error
+          throw error
+        }
         s.committed = txn
         s.durable = txn
       }
@@ -388,7 +435,7 @@ public final class DurableState: Sendable {
     }
 
     private func stored(_ k: KeyState) -> StoredKeypath {
-      StoredKeypath(keypath: k.keypath, value: k.value, counter: k.counter, changedAt: k.changedAt)
+      StoredKeypath(keypath: k.keypath, value: k.value, counter: k.counter, changedAt: k.changedAt, owned: k.owned)
     }
   }
 }

@@ -9,8 +9,9 @@ import Musl
 #endif
 
 /// A durable Ordo state file: an SQLite database in WAL mode holding the
-/// epoch, the last transaction id and every keypath's value, counter and
-/// changed-at (SPEC §10, §11; the format is in docs/storage.md).
+/// epoch, the last transaction id and every keypath's value, counter,
+/// changed-at and ownership (SPEC §10, §11, §15; the format is in
+/// docs/storage.md).
 ///
 /// Writing is group commit: `append(transaction:changes:)` adds one
 /// transaction's changed keypaths to the open group (an SQLite transaction),
@@ -24,9 +25,10 @@ import Musl
 /// process holds. The methods are thread-safe (one lock around the
 /// connection); `close()`, or the last reference going away, releases it.
 public final class StateFile: Sendable {
-  /// The format version this build writes and reads (`PRAGMA user_version`
-  /// and the `format` row of `meta`).
-  public static let formatVersion: Int64 = 1
+  /// The format version this build writes (`PRAGMA user_version` and the
+  /// `format` row of `meta`). Version 2 stores whether a value is owned;
+  /// `open` upgrades a version 1 file in place (docs/storage.md).
+  public static let formatVersion: Int64 = 2
   /// `PRAGMA application_id` of an Ordo state file: "ORDO" in ASCII.
   public static let applicationID: Int32 = 0x4F52_444F
   /// The database page size of a state file this build creates (`PRAGMA
@@ -65,7 +67,8 @@ public final class StateFile: Sendable {
   /// holds, a file that is not an SQLite database or is damaged, a database
   /// of another application, a file of a future format version, or rows
   /// that break the format's rules are refused with a `StoreError` naming
-  /// the file and the problem. An existing state is never replaced.
+  /// the file and the problem. An existing state is never replaced. A file
+  /// of an earlier format version is upgraded once its rows are checked.
   ///
   /// The whole state is read and checked here; `load()` hands it over.
   ///
@@ -136,8 +139,10 @@ public final class StateFile: Sendable {
   /// Adds one transaction's changed keypaths to the open group (opening
   /// one if needed). `transaction` must be greater than every id appended
   /// or stored before; each change must name a valid keypath once, with
-  /// `1 ≤ counter ≤ changedAt ≤ transaction`. `changes` may be empty (a
-  /// transaction whose pass cancelled every change keeps its id).
+  /// `1 ≤ counter ≤ changedAt ≤ transaction`, and a tombstone is not owned.
+  /// A change may keep its counter and changed-at and change only whether
+  /// the value is owned. `changes` may be empty (a transaction whose pass
+  /// cancelled every change keeps its id).
   ///
   /// Invalid input throws `invalidArgument` and changes nothing (the open
   /// group stays as it was). A storage failure throws `storage` and drops
@@ -205,6 +210,8 @@ struct Connection: ~Copyable {
   var db: OpaquePointer?
   var lockFD: Int32
   var created = false
+  /// The database's format version (`PRAGMA user_version`).
+  var format = StateFile.formatVersion
   var upsert: OpaquePointer?
   var setLast: OpaquePointer?
   // BEGIN IMMEDIATE and COMMIT, prepared once rather than parsed again at
@@ -349,6 +356,11 @@ struct Connection: ~Copyable {
       try create()
     } else {
       try check()
+      if format < StateFile.formatVersion {
+        // Only a file whose rows are all good is written to.
+        _ = try read()
+        try upgrade()
+      }
     }
     let mode = try pragmaText("journal_mode = WAL", problem: "cannot switch to WAL mode")
     if mode.lowercased() != "wal" { throw error(.storage, "cannot switch to WAL mode (journal mode stays \(mode))") }
@@ -367,7 +379,7 @@ struct Connection: ~Copyable {
     _ = try pragmaInt("page_count", problem: "cannot read")
     preallocateWAL()
     upsert = try prepare(
-      "INSERT OR REPLACE INTO keypath(keypath, type, value, counter, changed_at) VALUES (?1, ?2, ?3, ?4, ?5)")
+      "INSERT OR REPLACE INTO keypath(keypath, type, value, counter, changed_at, owned) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
     setLast = try prepare("UPDATE meta SET value = ?1 WHERE name = 'last_transaction'")
     begin = try prepare("BEGIN IMMEDIATE")
     commitGroup = try prepare("COMMIT")
@@ -378,7 +390,10 @@ struct Connection: ~Copyable {
   /// complete one), then syncs the directory entry.
   private mutating func create() throws(StoreError) {
     let epoch = makeUUID()
-    let schema = """
+    // Before the first write: the page size of a database is fixed then.
+    try exec("PRAGMA page_size = \(StateFile.pageSize)", problem: "cannot set the page size")
+    try execSynced(
+      """
       BEGIN IMMEDIATE;
       PRAGMA application_id = \(StateFile.applicationID);
       PRAGMA user_version = \(StateFile.formatVersion);
@@ -388,24 +403,45 @@ struct Connection: ~Copyable {
         type INTEGER NOT NULL,
         value,
         counter INTEGER NOT NULL,
-        changed_at INTEGER NOT NULL
+        changed_at INTEGER NOT NULL,
+        owned INTEGER NOT NULL DEFAULT 0
       ) WITHOUT ROWID;
       INSERT INTO meta(name, value) VALUES
         ('application', 'ordo'), ('format', \(StateFile.formatVersion)),
         ('epoch', '\(epoch)'), ('last_transaction', 0);
       COMMIT;
+      """, problem: "cannot create the state")
+    created = true
+    syncDirectory(of: path)
+  }
+
+  /// Upgrades a file of an earlier format version to this build's in one
+  /// synced SQLite transaction, so that a crash leaves it of the one
+  /// version or the other. Version 1 lacks the column `owned` (no value of
+  /// it is owned).
+  private mutating func upgrade() throws(StoreError) {
+    try execSynced(
       """
+      BEGIN IMMEDIATE;
+      ALTER TABLE keypath ADD COLUMN owned INTEGER NOT NULL DEFAULT 0;
+      PRAGMA user_version = \(StateFile.formatVersion);
+      UPDATE meta SET value = \(StateFile.formatVersion) WHERE name = 'format';
+      COMMIT;
+      """, problem: "cannot upgrade it from format version \(format) to \(StateFile.formatVersion)")
+    format = StateFile.formatVersion
+  }
+
+  /// Runs `sql`, one SQLite transaction, with `synchronous = FULL` (the
+  /// setting `openDatabase` makes afterwards replaces it); rolls it back
+  /// when it fails.
+  private func execSynced(_ sql: String, problem: String) throws(StoreError) {
     try exec("PRAGMA synchronous = FULL", problem: "cannot set the sync setting")
-    // Before the first write: the page size of a database is fixed then.
-    try exec("PRAGMA page_size = \(StateFile.pageSize)", problem: "cannot set the page size")
     do {
-      try exec(schema, problem: "cannot create the state")
+      try exec(sql, problem: problem)
     } catch {
       if sqlite3_get_autocommit(db) == 0 { sqlite3_exec(db, "ROLLBACK", nil, nil, nil) }
       throw error
     }
-    created = true
-    syncDirectory(of: path)
   }
 
   /// The WAL's working size (`journal_size_limit`): SQLite truncates it
@@ -479,8 +515,8 @@ struct Connection: ~Copyable {
   }
 
   /// An existing database: ours, not from the future, undamaged, with the
-  /// tables (the rows are checked by `read`).
-  private func check() throws(StoreError) {
+  /// tables (the rows are checked by `read`). Notes its format version.
+  private mutating func check() throws(StoreError) {
     let app = try pragmaInt("application_id", problem: "cannot read")
     if app != Int64(StateFile.applicationID) {
       let tables = (try? names("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")) ?? []
@@ -497,6 +533,7 @@ struct Connection: ~Copyable {
         "has format version \(version), newer than this ordod reads (\(StateFile.formatVersion)); use a newer ordod")
     }
     if version < 1 { throw error(.corrupt, "is damaged: format version \(version)") }
+    format = version
     let problems = try names("PRAGMA quick_check")
     if problems != ["ok"] {
       throw error(.corrupt, "is damaged (quick_check: \(problems.prefix(3).joined(separator: "; ")))")
@@ -525,9 +562,9 @@ struct Connection: ~Copyable {
     guard let app = meta["application"], app.type == SQLITE_TEXT, app.text == "ordo" else {
       throw error(.corrupt, "is damaged: meta does not name the application ordo")
     }
-    let format = try int("format")
-    if format != StateFile.formatVersion {
-      throw error(.corrupt, "is damaged: meta says format \(format), the header \(StateFile.formatVersion)")
+    let stored = try int("format")
+    if stored != format {
+      throw error(.corrupt, "is damaged: meta says format \(stored), the header \(format)")
     }
     guard let epochRow = meta["epoch"], epochRow.type == SQLITE_TEXT, !epochRow.text.isEmpty else {
       throw error(.corrupt, "is damaged: meta has no epoch")
@@ -537,7 +574,9 @@ struct Connection: ~Copyable {
     let lastTransaction = UInt64(last)
 
     var keypaths: [StoredKeypath] = []
-    try each("SELECT keypath, type, value, counter, changed_at FROM keypath ORDER BY keypath") {
+    // Version 1 has no column `owned`: nothing in it is owned.
+    let owned = format >= 2 ? "owned" : "0"
+    try each("SELECT keypath, type, value, counter, changed_at, \(owned) FROM keypath ORDER BY keypath") {
       (s: OpaquePointer) throws(StoreError) in
       keypaths.append(try row(s, last: lastTransaction))
     }
@@ -601,7 +640,13 @@ struct Connection: ~Copyable {
     if counter < 1 || counter > changedAt || UInt64(changedAt) > last {
       throw bad("counter \(counter) and changed-at \(changedAt) break 1 ≤ counter ≤ changed-at ≤ \(last)")
     }
-    return StoredKeypath(keypath: keypath, value: value, counter: UInt64(counter), changedAt: UInt64(changedAt))
+    let owned = sqlite3_column_int64(s, 5)
+    if sqlite3_column_type(s, 5) != SQLITE_INTEGER || (owned != 0 && owned != 1) {
+      throw bad("owned is not 0 or 1")
+    }
+    if owned == 1 && value == nil { throw bad("a tombstone marked owned") }
+    return StoredKeypath(
+      keypath: keypath, value: value, counter: UInt64(counter), changedAt: UInt64(changedAt), owned: owned == 1)
   }
 
   // MARK: Writing
@@ -635,6 +680,7 @@ struct Connection: ~Copyable {
           "keypath \"\(c.keypath)\": counter \(c.counter) and changed-at \(c.changedAt) break 1 ≤ counter ≤ changed-at ≤ \(transaction)"
         )
       }
+      if c.owned && c.value == nil { throw bad("keypath \"\(c.keypath)\": a tombstone cannot be owned") }
     }
   }
 
@@ -724,6 +770,7 @@ struct Connection: ~Copyable {
     if rc == SQLITE_OK { rc = sqlite3_bind_int64(s, 2, type) }
     if rc == SQLITE_OK { rc = sqlite3_bind_int64(s, 4, Int64(c.counter)) }
     if rc == SQLITE_OK { rc = sqlite3_bind_int64(s, 5, Int64(c.changedAt)) }
+    if rc == SQLITE_OK { rc = sqlite3_bind_int64(s, 6, c.owned ? 1 : 0) }
     if rc != SQLITE_OK { return (rc, 0) }
     rc = sqlite3_step(s)
     return (rc, ordo_errno())

@@ -1,8 +1,9 @@
 import Ordo
 
-/// One keypath's durable state (SPEC §10, §11): its value (`nil` for a
-/// tombstone: a keypath whose value was removed), its counter and its
-/// changed-at (the id of the last transaction that changed it).
+/// One keypath's durable state (SPEC §10, §11, §15): its value (`nil` for a
+/// tombstone: a keypath whose value was removed), its counter, its
+/// changed-at (the id of the last transaction that changed it) and whether
+/// its value is owned.
 public struct StoredKeypath: Hashable, Sendable, CustomStringConvertible {
   /// The keypath (valid by the rules of `Keypath`).
   public var keypath: String
@@ -12,16 +13,22 @@ public struct StoredKeypath: Hashable, Sendable, CustomStringConvertible {
   public var counter: UInt64
   /// The id of the last committed transaction that changed it (≥ counter).
   public var changedAt: UInt64
+  /// Whether its value belongs to an owner (SPEC §15). Owners do not
+  /// outlive the process, so a restored owned value is removed by the first
+  /// transaction after the restart (`DurableState.attach`). A tombstone is
+  /// never owned.
+  public var owned: Bool
 
-  public init(keypath: String, value: Value?, counter: UInt64, changedAt: UInt64) {
+  public init(keypath: String, value: Value?, counter: UInt64, changedAt: UInt64, owned: Bool = false) {
     self.keypath = keypath
     self.value = value
     self.counter = counter
     self.changedAt = changedAt
+    self.owned = owned
   }
 
   public var description: String {
-    "\(keypath) = \(value.map { "\($0)" } ?? "(none)") counter \(counter) changed-at \(changedAt)"
+    "\(keypath) = \(value.map { "\($0)" } ?? "(none)") counter \(counter) changed-at \(changedAt)\(owned ? " owned" : "")"
   }
 }
 

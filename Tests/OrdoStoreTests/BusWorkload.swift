@@ -71,6 +71,12 @@ struct BusState: Equatable, CustomStringConvertible {
     var changedAt: UInt64
   }
 
+  init(epoch: String, transaction: UInt64, keypaths: [String: KeypathState]) {
+    self.epoch = epoch
+    self.transaction = transaction
+    self.keypaths = keypaths
+  }
+
   init(_ bus: Bus) throws {
     epoch = bus.epoch
     transaction = bus.transactionID

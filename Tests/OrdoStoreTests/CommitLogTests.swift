@@ -37,14 +37,6 @@ import Glibc
     return (path, f)
   }
 
-  /// Copies the state file's files (the database, its WAL and its commit
-  /// log, not SQLite's shared-memory index) as a crash would leave them.
-  func crashImage(_ path: String, to copy: String) {
-    for suffix in ["", "-wal", "-log"] {
-      if let bytes = contents(path + suffix) { writeFile(copy + suffix, bytes) }
-    }
-  }
-
   /// The last transaction id the database itself holds (no log applied).
   func databaseLast(_ path: String) throws -> UInt64 {
     let scratch = path + ".db-only"

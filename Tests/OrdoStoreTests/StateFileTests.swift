@@ -160,6 +160,7 @@ func makeState(_ path: String, _ n: UInt64) throws {
       (6, [kp("x", .int64(1), 0, 6)], ["counter 0"]),
       (6, [kp("x", .int64(1), 7, 6)], ["counter 7"]),
       (6, [kp("x", .int64(1), 1, 7)], ["changed-at 7"]),
+      (6, [StoredKeypath(keypath: "x", value: nil, counter: 1, changedAt: 6, owned: true)], ["a tombstone cannot be owned"]),
       (UInt64(Int64.max) + 1, [], ["larger than"]),
     ]
     for (t, changes, fragments) in bad {
@@ -232,9 +233,10 @@ func makeState(_ path: String, _ n: UInt64) throws {
     // A future format.
     let future = dir.file("future.ordo")
     try makeState(future, 3)
-    sql(future, "PRAGMA user_version = 2;")
+    let next = StateFile.formatVersion + 1
+    sql(future, "PRAGMA user_version = \(next);")
     let futureBytes = contents(future)
-    expectRefused(future, .futureFormat, ["format version 2", "newer"])
+    expectRefused(future, .futureFormat, ["format version \(next)", "newer", "(\(StateFile.formatVersion))"])
     #expect(contents(future) == futureBytes)
 
     // Missing tables.
@@ -253,12 +255,72 @@ func makeState(_ path: String, _ n: UInt64) throws {
       ("future-id", "UPDATE keypath SET changed_at = 99 WHERE keypath = 'k.n1'", "changed-at 99"),
       ("type", "UPDATE keypath SET type = 4 WHERE keypath = 'k.n1'", "value type 4"),
       ("keypath", "UPDATE keypath SET keypath = 'a..b' WHERE keypath = 'k.n1'", "not a valid keypath"),
+      ("owned", "UPDATE keypath SET owned = 2 WHERE keypath = 'k.n1'", "owned is not 0 or 1"),
+      ("owned-tombstone", "UPDATE keypath SET owned = 1, type = 0, value = NULL WHERE keypath = 'k.n1'", "a tombstone marked owned"),
     ] {
       let p = dir.file("\(name).ordo")
       try makeState(p, 20)
       sql(p, change)
       expectRefused(p, .corrupt, ["damaged", fragment])
     }
+  }
+
+  /// Makes the closed state file at `path` one of format version 1: the
+  /// same without the column `owned`.
+  func downgradeToVersion1(_ path: String) {
+    sql(path, "ALTER TABLE keypath DROP COLUMN owned; PRAGMA user_version = 1; UPDATE meta SET value = 1 WHERE name = 'format';")
+    #expect(formatOf(path) == [1, 1])
+  }
+
+  /// The format version a file's header and its meta row say.
+  func formatOf(_ path: String) -> [Int64?] {
+    [sqlInt(path, "PRAGMA user_version"), sqlInt(path, "SELECT value FROM meta WHERE name = 'format'")]
+  }
+
+  @Test func aVersion1FileIsUpgradedWhenItOpens() throws {
+    let dir = TempDir()
+    defer { dir.remove() }
+    let path = dir.file("v1.ordo")
+    try makeState(path, 20)
+    downgradeToVersion1(path)
+    let f = try StateFile.open(path: path)
+    let state = try f.load()
+    #expect(state.lastTransaction == 20 && state.keypaths == replay(20))
+    let owned = StoredKeypath(keypath: "a.w", value: .int64(21), counter: 1, changedAt: 21, owned: true)
+    try f.append(transaction: 21, changes: [owned])
+    try f.sync()
+    f.close()
+    #expect(formatOf(path) == [StateFile.formatVersion, StateFile.formatVersion])
+    let again = try StateFile.open(path: path)
+    #expect(try again.load().keypaths == [owned] + state.keypaths)
+    again.close()
+
+    // A version 1 state whose commit log holds transactions its database
+    // lacks (a version 1 ordod killed): upgraded, then the log applied.
+    let logged = dir.file("logged.ordo")
+    let writer = try StateFile.open(path: logged, commitLog: true)
+    for t in UInt64(1)...5 { try commitOneKeypath(writer, t) }
+    let crashed = dir.file("crashed.ordo")
+    crashImage(logged, to: crashed)
+    writer.close()
+    downgradeToVersion1(crashed)
+    #expect(sqlInt(crashed, "SELECT value FROM meta WHERE name = 'last_transaction'") == 0)
+    let upgraded = try StateFile.open(path: crashed, commitLog: true)
+    let applied = try upgraded.load()
+    #expect(applied.lastTransaction == 5)
+    #expect(applied.keypaths == (UInt64(1)...5).map { kp("k.n\($0)", .int64(Int64($0)), 1, $0) })
+    upgraded.close()
+    #expect(formatOf(crashed) == [StateFile.formatVersion, StateFile.formatVersion])
+
+    // A damaged version 1 file is refused as it is, not upgraded.
+    let damaged = dir.file("damaged.ordo")
+    try makeState(damaged, 20)
+    sql(damaged, "UPDATE keypath SET counter = 0 WHERE keypath = 'k.n1'")
+    downgradeToVersion1(damaged)
+    let before = contents(damaged)
+    expectRefused(damaged, .corrupt, ["damaged", "counter 0"])
+    #expect(contents(damaged) == before)
+    #expect(formatOf(damaged) == [1, 1])
   }
 
   @Test func refusesADamagedFile() throws {

@@ -117,6 +117,16 @@ final class Child {
   func kill9() { _ = kill(pid, SIGKILL) }
 }
 
+/// Copies the state file's files (the database, its WAL and its commit
+/// log, not SQLite's shared-memory index) as a crash would leave them:
+/// everything written is in the files (the kill -9 rounds through a bus,
+/// in BusTests, kill real processes).
+func crashImage(_ path: String, to copy: String) {
+  for suffix in ["", "-wal", "-log"] {
+    if let bytes = contents(path + suffix) { writeFile(copy + suffix, bytes) }
+  }
+}
+
 /// Runs a program to its end; returns its exit status.
 @discardableResult
 func run(_ argv: [String]) -> Int32 {
