@@ -469,3 +469,36 @@ final class RecordingDurability: Durability {
   #expect(try client.commit(set: [("a.x", .int64(2))]) == 2)
   #expect(durability.events.withLock { Array($0.prefix(3)) } == ["sync 1", "acknowledged", "sync 2"])
 }
+
+/// `OrdoClient.commit(expect:owned:)` and `owners` (SPEC §15) against an
+/// in-process service: a condition that fails applies nothing; a closed
+/// client's owned values are removed in one transaction.
+@Test func clientConditionsAndOwnedValues() throws {
+  let daemon = try PrivateDaemon()
+  defer { daemon.stop() }
+  let bus = Bus()
+  let service = try DBusService(bus: bus, address: daemon.address, name: "dev.ordo.Test")
+  let stopService = runService(service)
+  defer { stopService() }
+  let client = try OrdoClient(address: daemon.address, name: "dev.ordo.Test", timeoutMs: 5000)
+  #expect(try client.commit(set: [("n", .int64(1))], expect: [("n", 0)]) == 1)
+  do {
+    _ = try client.commit(set: [("n", .int64(5)), ("m", .int64(5))], expect: [("n", 0)])
+    Issue.record("a commit whose condition failed was applied")
+  } catch {
+    #expect(error.code == .conflict)
+    #expect(error.message.contains("\"n\" was expected at counter 0 but is at 1"))
+  }
+  #expect(try bus.value("n") == .int64(1))
+  #expect(try bus.value("m") == nil)
+  let provider = try OrdoClient(address: daemon.address, name: "dev.ordo.Test", timeoutMs: 5000)
+  #expect(try provider.commit(set: [("p.a", .bool(true))], owned: true) == 2)
+  let owners = try client.owners()
+  #expect(owners.map(\.keypath) == ["p.a"] && owners.map(\.owner) == [provider.uniqueName])
+  provider.close()
+  let deadline = time(nil) + 10
+  while (try bus.value("p.a")) != nil && time(nil) < deadline { usleep(10_000) }
+  #expect(try bus.value("p.a") == nil)
+  #expect(bus.transactionID == 3)
+  #expect(try client.owners().isEmpty)
+}
