@@ -35,7 +35,7 @@ extension Bus {
       guard gate.inTransaction else {
         throw OrdoError(.noTransaction, "expect \"\(keypath)\" outside a transaction: call begin first")
       }
-      guard case .open = gate.phase else {
+      guard gate.phase.openDepth != nil else {
         throw OrdoError(.invalidArgument, "expect \"\(keypath)\" inside a callback: a notification pass cannot be refused")
       }
       guard store.journal.conflict == nil else { return }

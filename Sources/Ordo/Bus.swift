@@ -183,7 +183,7 @@ public final class Bus: @unchecked Sendable {
   ///   undone).
   public func rollback() throws(OrdoError) {
     let (undo, awaiting) = try withGate { () throws(OrdoError) in
-      guard gate.isOwner, case .open = gate.phase else {
+      guard gate.isOwner, gate.phase.openDepth != nil else {
         if gate.isOwner && gate.inTransaction {
           let name = gate.running.map { "contract \"\($0.name)\"" } ?? "a contract"
           throw OrdoError(.invalidArgument, "rollback inside the callback of \(name): a notification pass cannot be undone")

@@ -25,14 +25,27 @@ enum Phase {
   /// Nothing is open. (The owner may still hold the bus to register or
   /// unregister.)
   case idle
-  /// A transaction is open outside callbacks, `depth` `begin`s deep; its
-  /// writes belong to an owner while `owned` is set (SPEC §15).
-  case open(depth: Int, owned: OwnedScope?)
+  /// A transaction is open outside callbacks, `depth` `begin`s deep.
+  case open(depth: Int)
+  /// ``open`` inside a `begin(owner:)`: its sets belong to `scope.owner`
+  /// (SPEC §15). A case of its own, so that the plain write path tests the
+  /// phase as it did before owners existed.
+  case openOwned(depth: Int, scope: OwnedScope)
   /// The notification pass of transaction `txn`, with the callback that
   /// runs now, if any. `txn` is 0 during the initial call that opens a pass
   /// of its own (registration outside any transaction): the pass gets its
   /// id when that call has changed something.
   case pass(txn: UInt64, call: CallFrame?)
+}
+
+extension Phase {
+  /// The depth of the open transaction outside callbacks, owned or not.
+  var openDepth: Int? {
+    switch self {
+    case .open(let d), .openOwned(let d, _): d
+    case .idle, .pass: nil
+    }
+  }
 }
 
 /// The `begin(owner:)` whose writes the open transaction makes now: the
@@ -72,8 +85,10 @@ final class Gate {
   /// the lock, and by the owner without it (``ownsOpenTransaction``).
   var phase = Phase.idle
   /// The `begin(owner:)` scopes of the open transaction, innermost last
-  /// (the phase carries the innermost). Owner's thread, lock held.
-  private var ownedScopes: [OwnedScope] = []
+  /// (the phase carries the innermost). Owner's thread, lock held (so
+  /// exclusivity is unchecked: every transaction's end reads it; the cost
+  /// of the check is measured in ``Ownership``).
+  @exclusivity(unchecked) private var ownedScopes: [OwnedScope] = []
   /// Ownership tickets: the next to hand out, and the one whose turn it is.
   private var nextTicket: UInt64 = 0
   private var serving: UInt64 = 0
@@ -106,7 +121,7 @@ final class Gate {
   @inline(__always)
   var ownsOpenTransaction: Bool {
     guard owner.load(ordering: .relaxed) == Gate.currentThread else { return false }
-    if case .open(_, nil) = phase { return true }
+    if case .open = phase { return true }
     return false
   }
 
@@ -144,8 +159,8 @@ final class Gate {
   var writeAccess: WriteAccess {
     guard isOwner else { return .refused }
     switch phase {
-    case .open(_, nil): return .free
-    case .open(_, let scope?): return .owned(scope.owner)
+    case .open: return .free
+    case .openOwned(_, let scope): return .owned(scope.owner)
     case .pass(_, let call?): return call.suspended ? .refused : .contract(call.contract.contract)
     case .idle, .pass(_, nil): return .refused
     }
@@ -198,8 +213,9 @@ final class Gate {
   /// Lock held; the caller has acquired the bus.
   func enter() {
     switch phase {
-    case .idle: phase = .open(depth: 1, owned: nil)
-    case .open(let d, let scope): phase = .open(depth: d + 1, owned: scope)
+    case .idle: phase = .open(depth: 1)
+    case .open(let d): phase = .open(depth: d + 1)
+    case .openOwned(let d, let scope): phase = .openOwned(depth: d + 1, scope: scope)
     case .pass(let txn, var call):
       call?.depth += 1
       phase = .pass(txn: txn, call: call)
@@ -210,10 +226,10 @@ final class Gate {
   /// to the commit that closes its innermost `begin`, belong to `owner`.
   /// Returns false outside an open transaction (in a callback). Lock held.
   func own(_ owner: UInt64) -> Bool {
-    guard isOwner, case .open(let d, _) = phase else { return false }
+    guard isOwner, let d = phase.openDepth else { return false }
     let scope = OwnedScope(owner: owner, depth: d)
     ownedScopes.append(scope)
-    phase = .open(depth: d, owned: scope)
+    phase = .openOwned(depth: d, scope: scope)
     return true
   }
 
@@ -232,15 +248,20 @@ final class Gate {
     guard isOwner else { return .refused }
     switch phase {
     case .idle: return .refused
-    case .open(let d, var scope):
+    case .open(let d):
       if d == 1 { return .outermost }
+      phase = .open(depth: d - 1)
+      return .joined
+    case .openOwned(let d, let scope):
+      if d == 1 { return .outermost }
+      guard scope.depth == d else {
+        phase = .openOwned(depth: d - 1, scope: scope)
+        return .joined
+      }
       // The commit of a `begin(owner:)` ends its scope; the scope it was
       // nested in, if any, goes on.
-      if scope?.depth == d {
-        ownedScopes.removeLast()
-        scope = ownedScopes.last
-      }
-      phase = .open(depth: d - 1, owned: scope)
+      ownedScopes.removeLast()
+      phase = ownedScopes.last.map { .openOwned(depth: d - 1, scope: $0) } ?? .open(depth: d - 1)
       return .joined
     case .pass(let txn, var call):
       guard let d = call?.depth, d > 0 else { return call == nil ? .joined : .refused }

@@ -74,7 +74,9 @@ final class Journal {
   @exclusivity(unchecked) var undo: [@Sendable () -> Void] = []
   /// The first condition of the transaction that does not hold (SPEC §15):
   /// its outermost commit then applies nothing and throws it.
-  var conflict: OrdoError?
+  /// (Exclusivity-unchecked: every commit and reset reads it; the cost of
+  /// the check is measured in ``Ownership``.)
+  @exclusivity(unchecked) var conflict: OrdoError?
   /// Nodes created by this transaction, in creation order (parents first),
   /// retained until ``reset()``.
   @exclusivity(unchecked) var created: [KeyNode] = []

@@ -73,7 +73,7 @@ struct Registration {
     case .idle:
       // Outside any transaction: the initial call opens a pass of its own.
       left.ending = bus.runInitialPass(c)
-    case .open:
+    case .open, .openOwned:
       // Inside an open transaction: called once, in its pass or after it.
       passes.initialsAwaitingPass.append(c)
     case .pass:
