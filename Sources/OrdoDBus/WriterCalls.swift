@@ -35,8 +35,12 @@ extension DBusService {
     }
     let onLoop = link.isLoopThread
     if onLoop, let r = initialRegister, !r.replied, let ret = r.call.methodReturn({ $0.objectPath(ordoContractPathPrefix + String(note.contract)) }) {
+      // The peer learns the contract's path before its Notify, and the
+      // contract is its peer's from then on: the Complete of this initial
+      // call is accepted, and a peer leaving meanwhile takes it along.
       link.send(ret)
       initialRegister?.replied = true
+      remote.add(record)
     }
     let now = Connection.nowMs()
     var deadline = now + Int64(timeoutMs)

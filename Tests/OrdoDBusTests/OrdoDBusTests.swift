@@ -268,6 +268,35 @@ final class WriterThread: @unchecked Sendable {
   client.close()
 }
 
+/// A writer registered with notify-initial answers its initial call (empty
+/// list, the last committed id) with a Complete that the service accepts.
+@Test func notifyInitialWriterAnswersItsInitialCall() throws {
+  let daemon = try PrivateDaemon()
+  defer { daemon.stop() }
+  let bus = Bus()
+  let service = try DBusService(bus: bus, address: daemon.address, name: "dev.ordo.Test")
+  let stopService = runService(service)
+  defer { stopService() }
+  let client = try OrdoClient(address: daemon.address, name: "dev.ordo.Test", timeoutMs: 5000)
+  defer { client.close() }
+  #expect(try client.commit(set: [("in.a", .int64(2)), ("in.b", .int64(3))]) == 1)
+  var calls: [RemoteNotification] = []
+  var refused: [OrdoRemoteError] = []
+  client.onCompleteError = { _, _, e in refused.append(e) }
+  let path = try client.registerWriter(name: "total", reads: ["in.*"], writes: ["out.total"], priority: -1, notifyInitial: true, timeoutMs: 5000) {
+    [unowned client] note in
+    calls.append(note)
+    let sum = ((try? client.snapshot(["in.*"]))?.values ?? []).reduce(Int64(0)) { if case .int64(let x) = $1.1 { $0 + x } else { $0 } }
+    return RemoteWrites(set: ["out.total": .int64(sum)])
+  }
+  let deadline = time(nil) + 10
+  while bus.transactionID < 2 && time(nil) < deadline { client.process(timeoutMs: 50) }
+  #expect(calls.map { [$0.contract, String($0.transaction), $0.changed.joined()] } == [[path, "1", ""]])
+  #expect(refused.isEmpty, "\(refused)")
+  #expect(try bus.value("out.total") == .int64(5))
+  #expect(try client.stats().first { $0.0 == "timeouts" }?.1 == .uint(0))
+}
+
 // MARK: - Policy (parse, match, explain)
 
 private let names: Policy.Resolver = { ["alice": 1000, "settingsd": 900, "apps": 500, "normalizer": 901][$0] }

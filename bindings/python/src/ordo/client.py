@@ -93,14 +93,22 @@ class Notification:
     (``changed`` lists every keypath that changed since the last delivered
     transaction), and ``"snapshot"`` for a full read (the first one with
     ``initial=True``, or after a reconnect to another epoch: replace your
-    whole state with ``values``). ``initial`` is an initial call of a writer
-    (``notify_initial=True``): ``changed`` is empty.
+    whole state with ``values``). :attr:`initial` tells a writer's initial
+    call.
     """
     txn: int
     changed: Tuple[str, ...]
     values: Dict[str, Value]
     contract: str = ""
     kind: str = "notify"
+
+    @property
+    def initial(self) -> bool:
+        """An initial call (a ``"notify"`` with an empty ``changed``): a writer
+        registered with ``notify_initial=True``, registered again after the
+        service came back, or called again after it was suspended. Read
+        everything you compute from and answer with all of it."""
+        return self.kind == "notify" and not self.changed
 
     @property
     def removed(self) -> Tuple[str, ...]:
