@@ -133,3 +133,26 @@ extension Bus {
     }
   }
 }
+
+extension Bus {
+  /// Calls the registered contract `id` once more as an initial call (SPEC
+  /// §5: an empty `changed` list, the last committed id) in a pass of its
+  /// own, as its registration with ``ContractFlags/notifyInitial`` outside
+  /// any transaction does. For bridges whose remote contract computes what
+  /// it writes and missed calls (a writer back after a suspension). Waits
+  /// for the bus like `begin`; returns false, calling nothing, when `id` is
+  /// not registered or the calling thread already holds the bus (an open
+  /// transaction, a callback, a registration).
+  package func callInitial(_ id: ContractID) -> Bool {
+    let ending = withGate { () -> InitialPassEnding? in
+      let acquired = gate.acquire()
+      guard acquired, case .idle = gate.phase, let c = contractGraph.contract(id), c.registered else {
+        if acquired { gate.release() }
+        return nil
+      }
+      return runInitialPass(c)
+    }
+    ending?.settle()
+    return ending != nil
+  }
+}

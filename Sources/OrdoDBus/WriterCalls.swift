@@ -1,6 +1,6 @@
 // Remote writer contracts in a pass: the awaited call (`Notify`, then wait
 // for `Complete`) and the liveness rules (suspend a peer that does not
-// answer, resume it when it calls again).
+// answer, resume it when it calls again, then call its writers again).
 import CDBus
 import Ordo
 
@@ -122,11 +122,32 @@ extension DBusService {
   }
 
   /// Any call shows that the peer is alive: its suspended writers are
-  /// awaited again.
+  /// awaited again, and called again as initial calls once no pass runs
+  /// (``recallResumedWriters()``).
   func resume(_ sender: String, calling member: String) {
     guard let p = remote.peers[sender], p.suspended.load(ordering: .relaxed) else { return }
     p.suspended.store(false, ordering: .relaxed)
+    p.recallDue = true
     statistics.resumes.add(1, ordering: .relaxed)
     log(.info, "\(sender) called \(member): its writer contracts are awaited again")
+  }
+
+  /// Calls each writer contract of the resumed peers once more as an
+  /// initial call (an empty list, the last committed id), each in a pass of
+  /// its own: the transactions that skipped it while it was suspended left
+  /// what it computes behind, and its answer brings that back in line.
+  /// Service thread, while no pass waits and no call is queued.
+  func recallResumedWriters() {
+    for peer in remote.peers.values where peer.recallDue {
+      guard loopWaits == 0, slot.active == nil, deferred.isEmpty, !closed else { return }
+      peer.recallDue = false
+      for id in peer.contracts.sorted() {
+        guard let record = remote.byID[id], record.isWriter, !record.isSuspended else { continue }
+        log(.info, "writer contract \(id) \"\(record.name)\" of \(peer.name) is called again (initial call): its peer is back")
+        loopInBusCall.add(1, ordering: .relaxed)
+        _ = bus.callInitial(id)
+        loopInBusCall.subtract(1, ordering: .relaxed)
+      }
+    }
   }
 }

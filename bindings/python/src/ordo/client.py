@@ -601,7 +601,7 @@ class Client:
                     for w in list(self._writers):
                         if w.path is None:
                             try:
-                                w._register()
+                                w._register(again=True)
                             except OrdoError as e:
                                 self.on_error(w, e)
         self._serve_writers()
@@ -844,7 +844,9 @@ class Writer:
     """A writer contract served by a :class:`Client` (made by
     :meth:`Client.writer`). ``path`` is its contract path (None while the
     service is away); it registers again by itself when the service comes
-    back. ``calls``, ``completed`` and ``refused`` count its calls."""
+    back, and is then called initially (:attr:`Notification.initial`), as
+    after a suspension. ``calls``, ``completed`` and ``refused`` count its
+    calls."""
 
     def __init__(self, client: Client, fn, name, reads, writes, priority, timeout_ms, notify_initial):
         if not writes:
@@ -867,8 +869,11 @@ class Writer:
     def __call__(self, note: Notification):
         return self.fn(note)
 
-    def _register(self) -> None:
-        self.path = self.client._register(self.name, self.reads, self.writes, self.options, self)
+    def _register(self, again: bool = False) -> None:
+        # Registered again (the service came back), it is called initially
+        # whatever it asked: what it computes may have missed changes.
+        options = {**self.options, "notify-initial": ("b", True)} if again else self.options
+        self.path = self.client._register(self.name, self.reads, self.writes, options, self)
 
     def _handle(self, note: Notification) -> None:
         if note.contract != self.path:
