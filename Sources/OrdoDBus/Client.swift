@@ -91,9 +91,10 @@ private final class ClientContract {
   var path: String?
   /// An observer's position (SPEC §10): the last transaction it was told
   /// of — at least the last committed one when it registered — and the
-  /// last one a catch-up covered (`Notify`s up to it are not delivered).
+  /// last one a catch-up covered, if any (`Notify`s up to it are not
+  /// delivered).
   var last: UInt64 = 0
-  var covered: UInt64 = 0
+  var covered: UInt64?
 
   init(
     name: String, reads: [String], writes: [String], priority: Int32?, notifyInitial: Bool, timeoutMs: UInt32?, handler: Handler
@@ -421,9 +422,8 @@ public final class OrdoClient {
     }
   }
 
-  /// Unregisters one of this client's contracts.
-  /// `path` is the one ``register(name:reads:priority:notifyInitial:_:)``
-  /// returned or the contract's path now.
+  /// Unregisters one of this client's contracts, named by the path its
+  /// registration returned or by its path now.
   public func unregister(_ path: String) throws(OrdoRemoteError) {
     if let i = away.firstIndex(where: { $0.firstPath == path }) {
       away.remove(at: i)
@@ -754,7 +754,7 @@ public final class OrdoClient {
       guard let c = registered[path] else { continue }
       switch c.handler {
       case .observer(let callback):
-        guard txn > c.covered else { continue }
+        if let covered = c.covered, txn <= covered { continue }
         c.last = max(c.last, txn)
         callback(note)
       case .writer(let body):

@@ -14,7 +14,7 @@ extension DBusService {
   /// for this pass — the peer's largest timeout, counted from the first wait
   /// for one of its writers in this pass — whichever comes first. A wait
   /// that ends without an answer suspends the peer's writers until the peer
-  /// calls the service again.
+  /// calls the service again (then ``recallResumedWriters()`` calls them).
   ///
   /// On the service thread the wait is a nested dispatch loop with the
   /// callback's checks suspended: `Get`/`Snapshot`/`Register`/`Unregister`

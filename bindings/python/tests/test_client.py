@@ -367,7 +367,10 @@ def test_context_manager_cleanup(env):
 
 def test_watch_and_writer_come_back_after_the_service_restarts(env):
     with ordo.Client(env.address) as c:
-        c.add_writer(lambda n: {"calc.y": n.values["in.x"] + 1}, "inc", ["in.x"], ["calc.y"], -1)
+        calls = []
+        # its initial call after the restart (nothing to compute from: in.x is gone) answers nothing
+        c.add_writer(lambda n: calls.append(n) or ({"calc.y": n.values["in.x"] + 1} if n.changed else None),
+                     "inc", ["in.x"], ["calc.y"], -1)
         w = c.watch(["calc.**"], reconnect_timeout=20)
         c.commit({"in.x": 1})
         assert w.next(timeout=5).values == {"calc.y": 2}
@@ -379,6 +382,7 @@ def test_watch_and_writer_come_back_after_the_service_restarts(env):
         assert c.commit({"in.x": 5}) == 1  # the writer is back too
         note = w.next(timeout=5)
         assert (note.kind, note.txn, note.values) == ("notify", 1, {"calc.y": 6})
+        assert [n.initial for n in calls] == [False, True, False]
 
 
 def test_watch_reconnects_after_the_bus_daemon_restarts(env):
