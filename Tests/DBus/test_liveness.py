@@ -6,9 +6,11 @@ service is ignored by the clients the project ships.
 Run: python3 Tests/DBus/test_liveness.py [-k NAME]   (ORDO_BIN = the build's bin dir)
 """
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -94,8 +96,9 @@ class ConvergingWriters(DBusTest):
 
     def test_a_writer_registered_again_after_a_restart_computes_again(self):
         self.env.close()
-        state = os.path.join(self.env.dir + "-state.db")
-        self.addCleanup(lambda: [os.unlink(f) for f in (state, state + "-wal", state + "-shm") if os.path.exists(f)])
+        state_dir = tempfile.mkdtemp(prefix="ordo-dbus-test-state-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, state_dir, True)
+        state = os.path.join(state_dir, "state.db")
         self.env = harness.Env(("--state", state))
         c = self.env.peer()
         self.assertEqual(c.commit({"playlist.durations.a": ("x", 200), "playlist.durations.b": ("x", 248)}), 1)

@@ -486,7 +486,8 @@ func killAndReap(_ pid: pid_t) {
   defer { daemon.stop() }
   var template = Array("/tmp/ordo-client-restart-XXXXXX".utf8CString)
   let dir = try #require(mkdtemp(&template).map { String(cString: $0) })
-  defer { for f in ["/state.db", "/state.db-wal", "/state.db-shm", ""] { _ = f.isEmpty ? rmdir(dir) : unlink(dir + f) } }
+  // The state and the files SQLite and ordod's commit log keep beside it.
+  defer { for f in ["/state.db", "/state.db-wal", "/state.db-shm", "/state.db-journal", "/state.db-log", ""] { _ = f.isEmpty ? rmdir(dir) : unlink(dir + f) } }
   let state = ["--state", dir + "/state.db"]
   var ordod = try startOrdod(daemon.address, state)
   defer { killAndReap(ordod) }
