@@ -139,15 +139,15 @@ extension Bus {
   /// §5: an empty `changed` list, the last committed id) in a pass of its
   /// own, as its registration with ``ContractFlags/notifyInitial`` outside
   /// any transaction does. For bridges whose remote contract computes what
-  /// it writes and missed calls (a writer back after a suspension). Waits
-  /// for the bus like `begin`; returns false, calling nothing, when `id` is
-  /// not registered or the calling thread already holds the bus (an open
-  /// transaction, a callback, a registration).
+  /// it writes and missed calls (a writer back after a suspension). Never
+  /// waits for the bus: returns false, calling nothing, when any thread
+  /// holds it (the calling one too: an open transaction, a callback) or
+  /// waits for it, or when `id` is not registered.
   package func callInitial(_ id: ContractID) -> Bool {
     let ending = withGate { () -> InitialPassEnding? in
-      let acquired = gate.acquire()
-      guard acquired, case .idle = gate.phase, let c = contractGraph.contract(id), c.registered else {
-        if acquired { gate.release() }
+      guard gate.tryAcquire() else { return nil }
+      guard case .idle = gate.phase, let c = contractGraph.contract(id), c.registered else {
+        gate.release()
         return nil
       }
       return runInitialPass(c)

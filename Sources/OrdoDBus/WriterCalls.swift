@@ -127,7 +127,7 @@ extension DBusService {
   func resume(_ sender: String, calling member: String) {
     guard let p = remote.peers[sender], p.suspended.load(ordering: .relaxed) else { return }
     p.suspended.store(false, ordering: .relaxed)
-    p.recallDue = true
+    p.recallDue = p.contracts.filter { remote.byID[$0]?.isWriter == true }.sorted()
     statistics.resumes.add(1, ordering: .relaxed)
     log(.info, "\(sender) called \(member): its writer contracts are awaited again")
   }
@@ -136,17 +136,21 @@ extension DBusService {
   /// initial call (an empty list, the last committed id), each in a pass of
   /// its own: the transactions that skipped it while it was suspended left
   /// what it computes behind, and its answer brings that back in line.
-  /// Service thread, while no pass waits and no call is queued.
+  /// Service thread, while no pass waits and no call is queued. It never
+  /// waits for the bus (a host's thread committing would then find the
+  /// service thread busy): a call the bus is not free for now is made at a
+  /// later dispatch.
   func recallResumedWriters() {
-    for peer in remote.peers.values where peer.recallDue {
-      guard loopWaits == 0, slot.active == nil, deferred.isEmpty, !closed else { return }
-      peer.recallDue = false
-      for id in peer.contracts.sorted() {
-        guard let record = remote.byID[id], record.isWriter, !record.isSuspended else { continue }
-        log(.info, "writer contract \(id) \"\(record.name)\" of \(peer.name) is called again (initial call): its peer is back")
-        loopInBusCall.add(1, ordering: .relaxed)
-        _ = bus.callInitial(id)
-        loopInBusCall.subtract(1, ordering: .relaxed)
+    for peer in remote.peers.values where !peer.recallDue.isEmpty {
+      while let id = peer.recallDue.first {
+        guard loopWaits == 0, slot.active == nil, deferred.isEmpty, !closed else { return }
+        guard let record = remote.byID[id], !record.isSuspended else {
+          peer.recallDue.removeFirst()
+          continue
+        }
+        guard bus.callInitial(id) else { return }
+        peer.recallDue.removeFirst()
+        log(.info, "writer contract \(id) \"\(record.name)\" of \(peer.name) was called again (initial call): its peer is back")
       }
     }
   }
