@@ -1,8 +1,9 @@
 # D-Bus: the bridge (OrdoDBus), ordod and ordoctl. See docs/dbus.md.
 #
 #   make run        starts ordod, watches and writes with ordoctl, stops it
-#   make test-dbus  end-to-end tests through jeepney, busctl, gdbus, dbus-send
-#                   and ordoctl (each test runs its own dbus-daemon and ordod),
+#   make test-dbus  end-to-end tests through jeepney, busctl, gdbus, dbus-send,
+#                   a gdbus-codegen C client and ordoctl (each test runs its
+#                   own dbus-daemon and ordod),
 #                   the durable ordod's tests and ordoctl set --merge
 #                   (merging writes, Tests/DBus/test_merge.py) included
 #   make test-durable  only the durable ordod (ordod --state): kill -9, full
@@ -18,6 +19,10 @@ TEST_TARGETS += test-dbus
 DBUS_TEST_PACKAGES := dbus-daemon dbus-bin libglib2.0-bin systemd python3 util-linux mount
 # ordoctl graph --svg/--png runs Graphviz's dot (test_devtools.py).
 DBUS_TEST_PACKAGES += graphviz
+# A C client built from the code gdbus-codegen generates from
+# docs/dev.ordo.Bus1.xml (test_gdbus_codegen.py): the generator
+# (libglib2.0-dev-bin), GIO's headers (libglib2.0-dev), pkg-config, a C compiler.
+DBUS_TEST_PACKAGES += libglib2.0-dev-bin libglib2.0-dev pkg-config gcc
 
 .PHONY: run-ordod test-dbus test-durable dbus-introspection
 
@@ -38,6 +43,7 @@ test-dbus: build
 	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 300 python3 Tests/DBus/test_schema.py
 	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 300 python3 Tests/DBus/test_merge.py
 	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 300 python3 Tests/DBus/test_conditions.py
+	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 300 python3 Tests/DBus/test_gdbus_codegen.py
 
 # The durable ordod alone (also part of test-dbus): kill -9 rounds, a full
 # tmpfs, read-only mounts (root), refused state files. SPEC §11.

@@ -138,6 +138,15 @@ final class Gate {
     return true
   }
 
+  /// Takes the bus when no thread owns it or waits for it; returns false,
+  /// taking nothing, otherwise. Lock held.
+  func tryAcquire() -> Bool {
+    guard owner.load(ordering: .relaxed) == 0, serving == nextTicket else { return false }
+    nextTicket &+= 1
+    owner.store(Gate.currentThread, ordering: .relaxed)
+    return true
+  }
+
   /// Gives the bus to the next ticket. Lock held.
   func release() {
     owner.store(0, ordering: .relaxed)

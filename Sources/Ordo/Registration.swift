@@ -133,3 +133,26 @@ extension Bus {
     }
   }
 }
+
+extension Bus {
+  /// Calls the registered contract `id` once more as an initial call (SPEC
+  /// §5: an empty `changed` list, the last committed id) in a pass of its
+  /// own, as its registration with ``ContractFlags/notifyInitial`` outside
+  /// any transaction does. For bridges whose remote contract computes what
+  /// it writes and missed calls (a writer back after a suspension). Never
+  /// waits for the bus: returns false, calling nothing, when any thread
+  /// holds it (the calling one too: an open transaction, a callback) or
+  /// waits for it, or when `id` is not registered.
+  package func callInitial(_ id: ContractID) -> Bool {
+    let ending = withGate { () -> InitialPassEnding? in
+      guard gate.tryAcquire() else { return nil }
+      guard case .idle = gate.phase, let c = contractGraph.contract(id), c.registered else {
+        gate.release()
+        return nil
+      }
+      return runInitialPass(c)
+    }
+    ending?.settle()
+    return ending != nil
+  }
+}

@@ -35,9 +35,26 @@ public struct OrdoRemoteError: Error, Hashable, Sendable, CustomStringConvertibl
   public var description: String { "\(name): \(message)" }
 }
 
-/// A `Notify` received by a ``OrdoClient``.
+/// A `Notify` received by a ``OrdoClient``, or the catch-up it reads for
+/// an observer after the service came back (SPEC §10).
 public struct RemoteNotification: Sendable, Hashable {
-  /// The contract's object path.
+  /// What a notification is (the same names as the Python package's `kind`).
+  public enum Kind: String, Sendable, Hashable {
+    /// A `Notify` of the service. An empty ``RemoteNotification/changed``
+    /// is an initial call: read what you need.
+    case notify
+    /// The catch-up after the service came back with the same epoch:
+    /// `Changes` since the last transaction delivered; ``changed`` lists
+    /// every keypath of the read set that changed meanwhile.
+    case changes
+    /// The catch-up after the service came back with another epoch (its
+    /// history is new): a full `Snapshot` of the read set; replace what you
+    /// hold with ``values``.
+    case snapshot
+  }
+
+  /// The contract's object path (its path now: a contract registered again
+  /// has a new one).
   public let contract: String
   /// The transaction id.
   public let transaction: UInt64
@@ -45,6 +62,51 @@ public struct RemoteNotification: Sendable, Hashable {
   public let changed: [String]
   /// The current values of those that hold one.
   public let values: [String: Value]
+  /// ``Kind/notify``, or the catch-up: the first notification after the
+  /// service came back.
+  public internal(set) var kind: Kind = .notify
+}
+
+/// A contract an ``OrdoClient`` registered, kept to register it again
+/// when the service comes back.
+private final class ClientContract {
+  enum Handler {
+    case observer((RemoteNotification) -> Void)
+    case writer((RemoteNotification) -> RemoteWrites)
+  }
+
+  let name: String
+  let reads: [String]
+  let writes: [String]
+  let priority: Int32?
+  let notifyInitial: Bool
+  let timeoutMs: UInt32?
+  let handler: Handler
+  /// The path its first registration returned (``OrdoClient/unregister(_:)``
+  /// takes it as well as the path now).
+  var firstPath = ""
+  /// Its place in the order of registration.
+  var order = 0
+  /// Its path now; nil while the service is away.
+  var path: String?
+  /// An observer's position (SPEC §10): the last transaction it was told
+  /// of — at least the last committed one when it registered — and the
+  /// last one a catch-up covered, if any (`Notify`s up to it are not
+  /// delivered).
+  var last: UInt64 = 0
+  var covered: UInt64?
+
+  init(
+    name: String, reads: [String], writes: [String], priority: Int32?, notifyInitial: Bool, timeoutMs: UInt32?, handler: Handler
+  ) {
+    self.name = name
+    self.reads = reads
+    self.writes = writes
+    self.priority = priority
+    self.notifyInitial = notifyInitial
+    self.timeoutMs = timeoutMs
+    self.handler = handler
+  }
 }
 
 /// One step of a ``RemoteTrace``: a scheduled contract and what happened
@@ -124,14 +186,41 @@ public enum RemoteField: Sendable, Hashable, CustomStringConvertible {
 /// built on it). Use it from one thread: calls block until their reply, and
 /// ``process(timeoutMs:)`` delivers `Notify` signals to the callbacks of the
 /// contracts registered with ``register(name:reads:priority:notifyInitial:_:)``.
+///
+/// When the service goes away and comes back (a new owner of its name:
+/// `ordod` restarted), ``process(timeoutMs:)`` registers every contract
+/// again (same names and options; writers with notify-initial, so that
+/// what they compute comes back in line) and catches each observer up
+/// (SPEC §10): same epoch, `Changes` since the last transaction it was told
+/// of, delivered as one ``RemoteNotification/Kind/changes`` notification
+/// (none when nothing changed); another epoch, a full `Snapshot`, delivered
+/// as one ``RemoteNotification/Kind/snapshot``. `Notify`s that catch-up
+/// covers are not delivered: each change is delivered once. Turn it off
+/// with ``reconnect``. A lost connection to the bus daemon is not made
+/// again: ``process(timeoutMs:)`` returns false.
 public final class OrdoClient {
   let connection: Connection
   /// The service's well-known (or unique) name.
   public let destination: String
   /// Reply timeout for calls.
   public var timeoutMs: Int32
-  private var callbacks: [String: (RemoteNotification) -> Void] = [:]
-  private var writers: [String: (RemoteNotification) -> RemoteWrites] = [:]
+  /// The contracts registered with the service's owner now, by path.
+  private var registered: [String: ClientContract] = [:]
+  /// How many contracts were ever added (their registration order).
+  private var added = 0
+  /// Those registered with an owner that left, in registration order: to
+  /// register again with the next one.
+  private var away: [ClientContract] = []
+  /// The epoch of the owner the contracts are registered with.
+  private var knownEpoch: String?
+  /// Whether the contracts are registered again, with a catch-up, when the
+  /// service's name gets a new owner (default true). Off, they are
+  /// forgotten with the owner that held them.
+  public var reconnect = true
+  /// Told when a contract cannot be registered again with the service's
+  /// new owner (its name and the error); it stays away until the next
+  /// owner.
+  public var onReconnectError: ((String, OrdoRemoteError) -> Void)?
   private var traceCallback: ((RemoteTrace) -> Void)?
   /// Told when the bus refuses a writer's `Complete` (a rule broken, a
   /// timeout passed: `dev.ordo.Error.Stale` …): the contract path, the txn
@@ -143,11 +232,12 @@ public final class OrdoClient {
   private var followingOwner = false
   /// Called from ``process(timeoutMs:)`` when the owner of ``destination``
   /// changes (after the first contract was registered): nil when it left
-  /// the bus, else the new owner's unique name. The contracts registered
-  /// with the old owner are gone with it (their callbacks are forgotten):
-  /// register again and catch up with ``changes(since:patterns:)`` (same
-  /// ``epoch``) or ``snapshot(_:)`` (SPEC §10). Any call made
-  /// meanwhile may see the old or the new owner.
+  /// the bus, else the new owner's unique name, once the contracts are
+  /// registered again and caught up (see ``reconnect``). Without
+  /// ``reconnect`` the contracts registered with the old owner are gone
+  /// with it (their callbacks are forgotten): register again and catch up
+  /// with ``changes(since:patterns:)`` (same ``epoch``) or ``snapshot(_:)``
+  /// (SPEC §10). Any call made meanwhile may see the old or the new owner.
   public var onOwnerChange: ((String?) -> Void)?
   /// Replies awaited by calls sent without blocking (``MergingWriter``), by
   /// the call's serial: ``process(timeoutMs:)`` hands each reply to its own.
@@ -187,6 +277,7 @@ public final class OrdoClient {
     guard let reply = try? connection.call(m, timeoutMs: timeoutMs) else { return }
     var rd = reply.reader()
     if reply.signature == "s", let owner = try? rd.string("owner") { serviceOwner = owner }
+    knownEpoch = try? epoch
   }
 
   deinit { close() }
@@ -225,21 +316,7 @@ public final class OrdoClient {
     name: String, reads: [String], priority: Int32? = nil, notifyInitial: Bool = false,
     _ callback: @escaping (RemoteNotification) -> Void
   ) throws(OrdoRemoteError) -> String {
-    followOwner()
-    let r = try call("Register") { w in
-      w.string(name)
-      w.stringArray(reads)
-      w.stringArray([])
-      w.dict { d in
-        if let priority { d.entry("priority", int32: priority) }
-        if notifyInitial { d.entry("notify-initial", bool: true) }
-      }
-    }
-    guard r.signature == "o" else { throw Self.bad("Register") }
-    var rd = r.reader()
-    guard let path = try? rd.string("contract") else { throw Self.bad("Register") }
-    callbacks[path] = callback
-    return path
+    try add(ClientContract(name: name, reads: reads, writes: [], priority: priority, notifyInitial: notifyInitial, timeoutMs: nil, handler: .observer(callback)))
   }
 
   /// Registers a writer contract: for each `Notify`, ``process(timeoutMs:)``
@@ -254,22 +331,80 @@ public final class OrdoClient {
     name: String, reads: [String], writes: [String], priority: Int32? = nil, notifyInitial: Bool = false,
     timeoutMs: UInt32? = nil, _ body: @escaping (RemoteNotification) -> RemoteWrites
   ) throws(OrdoRemoteError) -> String {
+    try add(
+      ClientContract(name: name, reads: reads, writes: writes, priority: priority, notifyInitial: notifyInitial, timeoutMs: timeoutMs, handler: .writer(body)))
+  }
+
+  /// Registers `c` for the first time; returns its path.
+  private func add(_ c: ClientContract) throws(OrdoRemoteError) -> String {
     followOwner()
+    added += 1
+    c.order = added
+    let path = try register(c, again: false)
+    c.firstPath = path
+    return path
+  }
+
+  /// `Register`s `c` with the service's owner now and files it under its
+  /// path. Registered again, a writer is called initially whatever it
+  /// asked: what it computes may have missed changes. An observer's
+  /// position starts at the last committed transaction: every later one
+  /// is either notified or in its next catch-up.
+  private func register(_ c: ClientContract, again: Bool) throws(OrdoRemoteError) -> String {
     let r = try call("Register") { w in
-      w.string(name)
-      w.stringArray(reads)
-      w.stringArray(writes)
+      w.string(c.name)
+      w.stringArray(c.reads)
+      w.stringArray(c.writes)
       w.dict { d in
-        if let priority { d.entry("priority", int32: priority) }
-        if notifyInitial { d.entry("notify-initial", bool: true) }
-        if let timeoutMs { d.entry("timeout-ms", uint32: timeoutMs) }
+        if let priority = c.priority { d.entry("priority", int32: priority) }
+        if c.notifyInitial || (again && !c.writes.isEmpty) { d.entry("notify-initial", bool: true) }
+        if let timeoutMs = c.timeoutMs { d.entry("timeout-ms", uint32: timeoutMs) }
       }
     }
     guard r.signature == "o" else { throw Self.bad("Register") }
     var rd = r.reader()
     guard let path = try? rd.string("contract") else { throw Self.bad("Register") }
-    writers[path] = body
+    c.path = path
+    registered[path] = c
+    if case .observer = c.handler, !again { c.last = (try? transaction) ?? 0 }
     return path
+  }
+
+  /// Registers the contracts that are away with the service's new owner and
+  /// catches each observer up (SPEC §10): same epoch, `Changes` since its
+  /// position; another epoch (or a position past this history), `Snapshot`.
+  private func registerAgain() {
+    let now = try? epoch
+    let sameHistory = now != nil && now == knownEpoch
+    knownEpoch = now
+    let pending = away
+    away = []
+    for c in pending {
+      do {
+        _ = try register(c, again: true)
+        guard case .observer(let callback) = c.handler, let path = c.path else { continue }
+        let patterns = c.reads.isEmpty ? ["**"] : c.reads
+        var caughtUp: RemoteNotification?
+        if sameHistory, let ch = try? changes(since: c.last, patterns: patterns) {
+          c.last = ch.transaction
+          let keys = Set(ch.values.keys).union(ch.removed).sorted()
+          if !keys.isEmpty { caughtUp = RemoteNotification(contract: path, transaction: ch.transaction, changed: keys, values: ch.values, kind: .changes) }
+        } else {
+          let s = try snapshot(patterns)
+          c.last = s.transaction
+          caughtUp = RemoteNotification(
+            contract: path, transaction: s.transaction, changed: s.counters.map(\.0).sorted(),
+            values: Dictionary(s.values, uniquingKeysWith: { a, _ in a }), kind: .snapshot)
+        }
+        c.covered = c.last
+        if let caughtUp { callback(caughtUp) }
+      } catch {
+        if let path = c.path, registered[path] === c { registered[path] = nil }
+        c.path = nil
+        away.append(c)
+        onReconnectError?(c.name, error)
+      }
+    }
   }
 
   /// Answers a writer's call: applies nothing unless the bus accepts all.
@@ -287,11 +422,16 @@ public final class OrdoClient {
     }
   }
 
-  /// Unregisters one of this client's contracts.
+  /// Unregisters one of this client's contracts, named by the path its
+  /// registration returned or by its path now.
   public func unregister(_ path: String) throws(OrdoRemoteError) {
-    _ = try call("Unregister") { $0.objectPath(path) }
-    callbacks[path] = nil
-    writers[path] = nil
+    if let i = away.firstIndex(where: { $0.firstPath == path }) {
+      away.remove(at: i)
+      return
+    }
+    let c = registered[path] ?? registered.values.first { $0.firstPath == path }
+    _ = try call("Unregister") { $0.objectPath(c?.path ?? path) }
+    if let now = c?.path { registered[now] = nil }
   }
 
   /// Asks the service for a `Trace` signal per pass touching `patterns`
@@ -612,16 +752,26 @@ public final class OrdoClient {
         var r = m.reader()
         if let name = try? r.string("name"), name == destination, let _ = try? r.string("old"), let new = try? r.string("new") {
           let owner = new.isEmpty ? nil : new
-          if owner != serviceOwner {
+          let changed = owner != serviceOwner
+          if changed {
             serviceOwner = owner
             // The old owner's contracts (and trace subscription) went with it.
-            callbacks.removeAll()
-            writers.removeAll()
+            let gone = registered.values.sorted { $0.order < $1.order }
+            registered.removeAll()
             traceCallback = nil
-            if let cb = onOwnerChange {
-              cb(owner)
-              any = true
+            if reconnect {
+              for c in gone { c.path = nil }
+              away += gone
             }
+          }
+          // A call's reply may have named the new owner before this signal.
+          if owner != nil, !away.isEmpty {
+            registerAgain()
+            any = true
+          }
+          if changed, let cb = onOwnerChange {
+            cb(owner)
+            any = true
           }
         }
         continue
@@ -649,13 +799,16 @@ public final class OrdoClient {
         if let k = try? e.string("key"), let v = try? e.value("value", maxBytes: Int.max) { values[k] = v }
       }
       let note = RemoteNotification(contract: path, transaction: txn, changed: changed, values: values)
-      if let cb = callbacks[path] {
-        cb(note)
-        any = true
-      } else if let body = writers[path] {
+      guard let c = registered[path] else { continue }
+      switch c.handler {
+      case .observer(let callback):
+        if let covered = c.covered, txn <= covered { continue }
+        c.last = max(c.last, txn)
+        callback(note)
+      case .writer(let body):
         complete(note, body(note))
-        any = true
       }
+      any = true
     }
     return any
   }

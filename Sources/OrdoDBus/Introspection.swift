@@ -123,8 +123,12 @@ public let introspectionXML: String = #"""
       <arg name="duration_ns" type="t"/>
     </signal>
     <!-- Sent unicast to the contract's owner, at most once per contract per
-         transaction, in pass order. -->
+         transaction, in pass order. gdbus-codegen names it
+         "contract-notify": GObject's own "notify" signal (property changes)
+         would take the plain name, and a handler connected to it would
+         never run. -->
     <signal name="Notify">
+      <annotation name="org.gtk.GDBus.C.Name" value="ContractNotify"/>
       <arg name="contract" type="o"/>
       <arg name="txn" type="t"/>
       <arg name="changed" type="as"/>

@@ -171,6 +171,7 @@ extension DBusService {
       case .peerLeft(let name): removePeer(name)
       }
     }
+    recallResumedWriters()
   }
 
   /// Answers one message: a signal goes to ``handleSignal(_:)``; a method

@@ -84,7 +84,8 @@ extension DBusService {
     defer { loopInBusCall.subtract(1, ordering: .relaxed) }
     do { handle = try bus.register(spec) } catch { throw .ordo(error) }
     guard let record = box.record(handle.id) else { throw .other(name: DBusErrorName.failed, message: "Register: no record for contract \(handle.id)") }
-    remote.add(record)
+    // A writer called initially was added when its path was sent.
+    if initialRegister?.replied != true { remote.add(record) }
     let path = ordoContractPathPrefix + String(handle.id)
     log(.info, "\(sender) registered contract \(handle.id) \"\(name)\" reads [\(reads.joined(separator: ", "))]\(writer ? " writes [\(writes.joined(separator: ", "))] timeout \(timeoutMs) ms" : "")\(priority.map { " priority \($0)" } ?? "")")
     if initialRegister?.replied == true { return nil }
@@ -131,7 +132,6 @@ extension DBusService {
     return c.m.methodReturn { _ in }
   }
 
-  /// Reads `a{sv} set, as touch, as remove` (Commit and, later, Complete).
 
   /// `Complete(o contract, t txn, a{sv} set, as touch, as remove)`: a
   /// writer's answer to the call the pass awaits; the writes are applied

@@ -23,6 +23,9 @@ final class RemotePeer: @unchecked Sendable {
   /// The largest `timeout-ms` among its writer contracts: the most its
   /// writers together may make one pass wait.
   let maxTimeoutMs = Atomic<UInt32>(0)
+  /// Its writer contracts still to be called again as initial calls since
+  /// it was resumed, by id (service thread).
+  var recallDue: [ContractID] = []
   /// The pass (transaction id) whose budget `budgetDeadline` is.
   var budgetTransaction: UInt64 = 0
   var budgetDeadline: Int64 = 0

@@ -1,6 +1,6 @@
 // Remote writer contracts in a pass: the awaited call (`Notify`, then wait
 // for `Complete`) and the liveness rules (suspend a peer that does not
-// answer, resume it when it calls again).
+// answer, resume it when it calls again, then call its writers again).
 import CDBus
 import Ordo
 
@@ -14,7 +14,7 @@ extension DBusService {
   /// for this pass — the peer's largest timeout, counted from the first wait
   /// for one of its writers in this pass — whichever comes first. A wait
   /// that ends without an answer suspends the peer's writers until the peer
-  /// calls the service again.
+  /// calls the service again (then ``recallResumedWriters()`` calls them).
   ///
   /// On the service thread the wait is a nested dispatch loop with the
   /// callback's checks suspended: `Get`/`Snapshot`/`Register`/`Unregister`
@@ -35,8 +35,12 @@ extension DBusService {
     }
     let onLoop = link.isLoopThread
     if onLoop, let r = initialRegister, !r.replied, let ret = r.call.methodReturn({ $0.objectPath(ordoContractPathPrefix + String(note.contract)) }) {
+      // The peer learns the contract's path before its Notify, and the
+      // contract is its peer's from then on: the Complete of this initial
+      // call is accepted, and a peer leaving meanwhile takes it along.
       link.send(ret)
       initialRegister?.replied = true
+      remote.add(record)
     }
     let now = Connection.nowMs()
     var deadline = now + Int64(timeoutMs)
@@ -118,11 +122,36 @@ extension DBusService {
   }
 
   /// Any call shows that the peer is alive: its suspended writers are
-  /// awaited again.
+  /// awaited again, and called again as initial calls once no pass runs
+  /// (``recallResumedWriters()``).
   func resume(_ sender: String, calling member: String) {
     guard let p = remote.peers[sender], p.suspended.load(ordering: .relaxed) else { return }
     p.suspended.store(false, ordering: .relaxed)
+    p.recallDue = p.contracts.filter { remote.byID[$0]?.isWriter == true }.sorted()
     statistics.resumes.add(1, ordering: .relaxed)
     log(.info, "\(sender) called \(member): its writer contracts are awaited again")
+  }
+
+  /// Calls each writer contract of the resumed peers once more as an
+  /// initial call (an empty list, the last committed id), each in a pass of
+  /// its own: the transactions that skipped it while it was suspended left
+  /// what it computes behind, and its answer brings that back in line.
+  /// Service thread, while no pass waits and no call is queued. It never
+  /// waits for the bus (a host's thread committing would then find the
+  /// service thread busy): a call the bus is not free for now is made at a
+  /// later dispatch.
+  func recallResumedWriters() {
+    for peer in remote.peers.values where !peer.recallDue.isEmpty {
+      while let id = peer.recallDue.first {
+        guard loopWaits == 0, slot.active == nil, deferred.isEmpty, !closed else { return }
+        guard let record = remote.byID[id], !record.isSuspended else {
+          peer.recallDue.removeFirst()
+          continue
+        }
+        guard bus.callInitial(id) else { return }
+        peer.recallDue.removeFirst()
+        log(.info, "writer contract \(id) \"\(record.name)\" of \(peer.name) was called again (initial call): its peer is back")
+      }
+    }
   }
 }

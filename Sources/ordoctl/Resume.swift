@@ -127,6 +127,8 @@ final class ResumingWatch {
     self.client = client
     tempPath = o.file + ".tmp"
     saved = Self.load(o.file)
+    // The watch registers again and catches up itself (its position file).
+    client.reconnect = false
     client.onOwnerChange = { [unowned self] owner in self.ownerChanged(owner) }
   }
 
@@ -263,6 +265,7 @@ final class ResumingWatch {
       // with a new guid, so a guid in the address would refuse it.
       let again = reconnecting ? Self.withoutGUID(o.address ?? getenv("DBUS_SESSION_BUS_ADDRESS").map { String(cString: $0) }) : o.address
       let c = try OrdoClient(address: again, name: o.service, timeoutMs: o.timeoutMs)
+      c.reconnect = false
       c.onOwnerChange = { [unowned self] owner in self.ownerChanged(owner) }
       client = c
     }

@@ -301,6 +301,7 @@ case "watch":
     installStopHandlers()
     // Without --resume nothing can catch up after the service restarts: say
     // so and stop rather than wait on a contract that is gone.
+    client.reconnect = false
     client.onOwnerChange = { owner in
       let what = owner == nil ? "left the bus" : "restarted (now \(owner!))"
       fail("the service \(service) \(what): this watch's contract is gone; watch --resume FILE follows restarts and catches up")

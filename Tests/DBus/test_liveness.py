@@ -6,8 +6,11 @@ service is ignored by the clients the project ships.
 Run: python3 Tests/DBus/test_liveness.py [-k NAME]   (ORDO_BIN = the build's bin dir)
 """
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -23,6 +26,101 @@ from jeepney import DBusAddress, HeaderFields, new_signal  # noqa: E402
 # The limits as shipped (ordod's defaults; the test uses them, not lower ones).
 MAX_PER_PEER = 256
 MAX_TIMEOUT_MS = 5000
+
+
+# A computed-data writer in a process of its own (the `ordo` package from
+# the checkout): playlist.total is the sum of playlist.durations.*, read
+# with Snapshot at each call, so that an initial call computes it whole.
+TOTAL_WRITER = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import ordo
+c = ordo.Client(sys.argv[2], timeout=5)
+c.add_writer(lambda note: {"playlist.total": sum(c.snapshot(["playlist.durations.*"]).values.values())},
+             "playlist-total", ["playlist.durations.*"], ["playlist.total"], -1, timeout_ms=300,
+             notify_initial=sys.argv[3] == "initial")
+print("ready", flush=True)
+while True:
+    try:
+        c.process(1.0)
+    except ordo.ConnectionLost:
+        break
+"""
+PYTHON_SRC = os.path.join(harness.ROOT, "bindings", "python", "src")
+
+
+class ConvergingWriters(DBusTest):
+    """A writer that missed transactions computes again what it writes: when
+    its peer is back after a suspension, and when it registers again after
+    the service restarted."""
+
+    def total_writer(self, initial=True):
+        p = spawn([sys.executable, "-c", TOTAL_WRITER, PYTHON_SRC, self.env.address,
+                   "initial" if initial else "plain"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(stop, p, signal.SIGKILL)
+        self.assertEqual(read_line(p.stdout, 20, "the writer's ready line"), "ready")
+        return p
+
+    def wait_total(self, c, expected, timeout=10):
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                got = c.get("playlist.total")[1]
+            except harness.RemoteError:
+                got = None
+            if got == expected:
+                return
+            if time.monotonic() > deadline:
+                self.fail(f"playlist.total is {got}, not {expected}:\n{self.env_log_tail()}")
+            time.sleep(0.05)
+
+    def test_a_stopped_writer_computes_again_when_it_is_back(self):
+        c = self.env.peer()
+        self.assertEqual(c.commit({"playlist.durations.a": ("x", 200), "playlist.durations.b": ("x", 248)}), 1)
+        w = self.total_writer()
+        self.wait_total(c, 448)  # its initial call
+        w.send_signal(signal.SIGSTOP)
+        self.assertEqual(c.commit({"playlist.durations.c": ("x", 30)}), 3)  # times out: suspended
+        self.assertTrue({x["name"]: x for x in c.contracts()}["playlist-total"]["suspended"])
+        self.assertEqual(c.commit({"playlist.durations.b": ("x", 288)}), 4)  # skipped
+        self.assertEqual(c.get("playlist.total")[1], 448)
+        w.send_signal(signal.SIGCONT)
+        # Its late Complete is stale, and shows that it is alive: it is
+        # called again (initially) and the total comes back in line.
+        self.wait_total(c, 518)
+        self.assertFalse({x["name"]: x for x in c.contracts()}["playlist-total"]["suspended"])
+        st = c.stats()
+        self.assertEqual((st["suspensions"], st["resumes"], st["writers-skipped"]), (1, 1, 1))
+        self.assertEqual(c.commit({"playlist.durations.a": ("x", 100)}), 6)
+        self.assertEqual(c.get("playlist.total")[1], 418)
+
+    def test_a_writer_registered_again_after_a_restart_computes_again(self):
+        self.env.close()
+        state_dir = tempfile.mkdtemp(prefix="ordo-dbus-test-state-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, state_dir, True)
+        state = os.path.join(state_dir, "state.db")
+        self.env = harness.Env(("--state", state))
+        c = self.env.peer()
+        self.assertEqual(c.commit({"playlist.durations.a": ("x", 200), "playlist.durations.b": ("x", 248)}), 1)
+        # Registered without notify-initial: the next change computes the total.
+        self.total_writer(initial=False)
+        self.assertEqual(c.commit({"playlist.durations.c": ("x", 30)}), 2)
+        self.assertEqual(c.get("playlist.total")[1], 478)
+        # ordod is killed; the durations change while the writer is away (on
+        # a service under another name, so that the writer does not see it).
+        stop(self.env.ordod, signal.SIGKILL)
+        aside = self.env.start_ordod(("--state", state), name="dev.ordo.Aside")
+        other = Peer(self.env.address, name="dev.ordo.Aside")
+        self.assertEqual(other.commit({"playlist.durations.b": ("x", 288)}), 3)
+        other.close()
+        self.assertEqual(stop(aside), 0)
+        # Back under its name: the writer registers again and is called
+        # initially, so the total counts what changed while it was away.
+        self.env.ordod = self.env.start_ordod(("--state", state))
+        c = self.env.peer()
+        self.wait_total(c, 518)
+        self.assertEqual(c.commit({"playlist.durations.a": ("x", 100)}), 5)
+        self.assertEqual(c.get("playlist.total")[1], 418)
 
 
 class SilentWriters(DBusTest):
@@ -68,7 +166,9 @@ class SilentWriters(DBusTest):
         def answer(peer, txn, changed, values):
             if not answering.is_set():
                 return None
-            return ({"out.n": ("x", values["in.a"][1] * 10)}, [], [])
+            # An initial call carries no values: read what it computes from.
+            a = values["in.a"][1] if changed else peer.peer.get("in.a")[1]
+            return ({"out.n": ("x", a * 10)}, [], [])
         path = w.add("norm", ["in.a"], ["out.n"], answer, {"priority": ("i", -1), "timeout-ms": ("u", 300)})
         w.start()
         c = self.env.peer()
@@ -82,16 +182,22 @@ class SilentWriters(DBusTest):
         self.assertEqual(c.commit({"in.a": ("x", 2)}), 2)
         self.assertLess(time.monotonic() - t0, 0.25)
         time.sleep(0.2)
-        self.assertEqual([x[1] for x in w.calls], [1])
-        # The peer shows it is alive (any method call): called and awaited again.
+        self.assertEqual([x[1:3] for x in w.calls], [(1, ["in.a"])])
+        # The peer shows it is alive (any method call): called again at
+        # once as an initial call (empty list, the last committed id), which
+        # computes what the skipped transactions left behind, then awaited
+        # as usual.
         answering.set()
         w.call("Stats")
+        self.assertEqual(w.wait_replies(1), [("norm", 2, "ok")])
+        self.assertEqual(c.get("out.n")[:2], ("x", 20))
         self.assertFalse({x["name"]: x for x in c.contracts()}["norm"]["suspended"])
-        self.assertEqual(c.commit({"in.a": ("x", 3)}), 3)
-        self.assertEqual(w.wait_replies(1), [("norm", 3, "ok")])
+        self.assertEqual(c.commit({"in.a": ("x", 3)}), 4)
+        self.assertEqual(w.wait_replies(2)[1], ("norm", 4, "ok"))
         self.assertEqual(c.get("out.n")[:2], ("x", 30))
-        self.assertEqual([x[1] for x in w.calls], [1, 3])
+        self.assertEqual([x[1:3] for x in w.calls], [(1, ["in.a"]), (2, []), (4, ["in.a"])])
         self.assertEqual(path, info["norm"]["path"])
+        self.assertEqual(w.errors, [])
 
     def test_one_peers_writers_share_one_budget_per_pass(self):
         # Three writers of one peer, each answering after 450 ms (within its

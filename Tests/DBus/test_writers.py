@@ -187,6 +187,34 @@ class Writers(DBusTest):
         self.assertEqual([r[2] for r in w.wait_replies(2)], ["ok", "ok"])
         self.assertEqual(w.errors, [])
 
+    def test_notify_initial_writer_answers_its_initial_call(self):
+        c = self.env.peer()
+        self.assertEqual(c.commit({"cart.items.a": ("x", 2), "cart.items.b": ("x", 3)}), 1)
+        w = self.writer()
+
+        def total(peer, txn, changed, values):
+            vals, _, _ = peer.peer.snapshot(["cart.items.*"])
+            return {"cart.total": ("x", sum(v for _, v in vals.values()))}, (), ()
+        # Register returns the path first, then the initial call (empty
+        # list, the last committed id) waits for this connection's Complete.
+        path = w.add("total", ["cart.items.*"], ["cart.total"], total,
+                     {"priority": ("i", -1), "notify-initial": ("b", True), "timeout-ms": ("u", 5000)})
+        w.start()
+        self.assertEqual(w.wait_replies(1), [("total", 1, "ok")])
+        self.assertEqual(w.calls, [("total", 1, [], {})])
+        self.assertEqual(c.get("cart.total"), ("x", 5, 1))
+        self.assertEqual(c.call("Get", "ss", IFACE, "Transaction", iface="org.freedesktop.DBus.Properties")[0][1], 2)
+        info = {x["name"]: x for x in c.contracts()}
+        self.assertEqual((info["total"]["path"], info["total"]["owner"], info["total"]["suspended"]),
+                         (path, w.peer.unique_name, False))
+        st = c.stats()
+        self.assertEqual((st["completes"], st["timeouts"], st["access-denied"]), (1, 0, 0))
+        # Its later calls are answered as usual.
+        self.assertEqual(c.commit({"cart.items.b": ("x", 10)}), 3)
+        self.assertEqual(w.wait_replies(2)[1], ("total", 3, "ok"))
+        self.assertEqual(c.get("cart.total")[:2], ("x", 12))
+        self.assertEqual(w.errors, [])
+
     def test_timeout_pass_goes_on_and_stats_count_it(self):
         w = self.writer()
         slow = w.add("slow", ["in.a"], ["out.b"], lambda *a: None,

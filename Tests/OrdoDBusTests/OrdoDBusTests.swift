@@ -154,9 +154,16 @@ struct PrivateDaemon {
 }
 
 /// Starts a private dbus-daemon; returns its address and pid (kill with
-/// SIGKILL). The test runner's threads block some signals; the daemon gets
-/// an empty signal mask so that it does not inherit them.
+/// SIGKILL).
 func startPrivateDaemon() throws -> (String, pid_t) {
+  try spawnReadingLine(["dbus-daemon", "--session", "--nofork", "--nopidfile", "--print-address=1"])
+}
+
+/// Starts `args` (looked up in PATH) with its standard output on a pipe
+/// and its standard error on /dev/null; returns the first line it prints
+/// and its pid. The test runner's threads block some signals; the process
+/// gets an empty signal mask so that it does not inherit them.
+func spawnReadingLine(_ args: [String]) throws -> (String, pid_t) {
   var fds: [Int32] = [0, 0]
   #expect(pipe(&fds) == 0)
   var actions = posix_spawn_file_actions_t()
@@ -164,7 +171,6 @@ func startPrivateDaemon() throws -> (String, pid_t) {
   posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
   posix_spawn_file_actions_addclose(&actions, fds[0])
   posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-  let args = ["dbus-daemon", "--session", "--nofork", "--nopidfile", "--print-address=1"]
   var argv: [UnsafeMutablePointer<CChar>?] = args.map { strdup($0) } + [nil]
   var attr = posix_spawnattr_t()
   posix_spawnattr_init(&attr)
@@ -174,11 +180,11 @@ func startPrivateDaemon() throws -> (String, pid_t) {
   posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK))
   defer { posix_spawnattr_destroy(&attr) }
   var pid: pid_t = 0
-  let rc = posix_spawnp(&pid, "dbus-daemon", &actions, &attr, &argv, nil)
+  let rc = posix_spawnp(&pid, args[0], &actions, &attr, &argv, nil)
   for p in argv { free(p) }
   posix_spawn_file_actions_destroy(&actions)
   close(fds[1])
-  try #require(rc == 0, "cannot start dbus-daemon")
+  try #require(rc == 0, "cannot start \(args[0])")
   var line: [UInt8] = []
   var byte: UInt8 = 0
   while read(fds[0], &byte, 1) == 1, byte != UInt8(ascii: "\n") { line.append(byte) }
@@ -266,6 +272,35 @@ final class WriterThread: @unchecked Sendable {
   #expect(stats.first { $0.0 == "completes" }?.1 == .uint(2))
   #expect(stats.first { $0.0 == "timeouts" }?.1 == .uint(0))
   client.close()
+}
+
+/// A writer registered with notify-initial answers its initial call (empty
+/// list, the last committed id) with a Complete that the service accepts.
+@Test func notifyInitialWriterAnswersItsInitialCall() throws {
+  let daemon = try PrivateDaemon()
+  defer { daemon.stop() }
+  let bus = Bus()
+  let service = try DBusService(bus: bus, address: daemon.address, name: "dev.ordo.Test")
+  let stopService = runService(service)
+  defer { stopService() }
+  let client = try OrdoClient(address: daemon.address, name: "dev.ordo.Test", timeoutMs: 5000)
+  defer { client.close() }
+  #expect(try client.commit(set: [("in.a", .int64(2)), ("in.b", .int64(3))]) == 1)
+  var calls: [RemoteNotification] = []
+  var refused: [OrdoRemoteError] = []
+  client.onCompleteError = { _, _, e in refused.append(e) }
+  let path = try client.registerWriter(name: "total", reads: ["in.*"], writes: ["out.total"], priority: -1, notifyInitial: true, timeoutMs: 5000) {
+    [unowned client] note in
+    calls.append(note)
+    let sum = ((try? client.snapshot(["in.*"]))?.values ?? []).reduce(Int64(0)) { if case .int64(let x) = $1.1 { $0 + x } else { $0 } }
+    return RemoteWrites(set: ["out.total": .int64(sum)])
+  }
+  let deadline = time(nil) + 10
+  while bus.transactionID < 2 && time(nil) < deadline { client.process(timeoutMs: 50) }
+  #expect(calls.map { [$0.contract, String($0.transaction), $0.changed.joined()] } == [[path, "1", ""]])
+  #expect(refused.isEmpty, "\(refused)")
+  #expect(try bus.value("out.total") == .int64(5))
+  #expect(try client.stats().first { $0.0 == "timeouts" }?.1 == .uint(0))
 }
 
 // MARK: - Policy (parse, match, explain)
@@ -394,9 +429,11 @@ func runService(_ service: DBusService) -> () -> Void {
     #expect(error.code == .invalidArgument)
     #expect(error.message.contains(bus.epoch))
   }
-  // Another service takes the name: the client is told (nil, then the new owner).
+  // Another service takes the name: the client is told (nil, then the new
+  // owner); without reconnect its contracts are gone.
   var owners: [String?] = []
   client.onOwnerChange = { owners.append($0) }
+  client.reconnect = false
   var notes = 0
   try client.register(name: "w", reads: ["d.**"]) { _ in notes += 1 }
   let first = client.serviceOwner
@@ -419,6 +456,91 @@ func runService(_ service: DBusService) -> () -> Void {
   client.process(timeoutMs: 200)
   #expect(notes == 0)
   client.close()
+}
+
+/// `ordod` (beside the test binary) serving on `address`; returns its pid
+/// once it printed its ready line.
+func startOrdod(_ address: String, _ args: [String] = []) throws -> pid_t {
+  var exe = [CChar](repeating: 0, count: 4096)
+  let n = readlink("/proc/self/exe", &exe, exe.count - 1)
+  try #require(n > 0)
+  let me = String(decoding: exe[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+  let ordod = String(me[..<me.lastIndex(of: "/")!]) + "/ordod"
+  let (line, pid) = try spawnReadingLine([ordod, "--address", address] + args)
+  try #require(line == "DBUS_SESSION_BUS_ADDRESS=" + address, "ordod printed \(line)")
+  return pid
+}
+
+func killAndReap(_ pid: pid_t) {
+  kill(pid, SIGKILL)
+  var st: Int32 = 0
+  waitpid(pid, &st, 0)
+}
+
+/// OrdoClient across `ordod` killed (kill -9) and started again: with the
+/// same state (same epoch: a `changes` catch-up of what it missed), then
+/// without (another epoch: a `snapshot`). Every change is delivered once;
+/// a writer registers again and is called initially.
+@Test func clientSurvivesOrdodRestarts() throws {
+  let daemon = try PrivateDaemon()
+  defer { daemon.stop() }
+  var template = Array("/tmp/ordo-client-restart-XXXXXX".utf8CString)
+  let dir = try #require(mkdtemp(&template).map { String(cString: $0) })
+  // The state and the files SQLite and ordod's commit log keep beside it.
+  defer { for f in ["/state.db", "/state.db-wal", "/state.db-shm", "/state.db-journal", "/state.db-log", ""] { _ = f.isEmpty ? rmdir(dir) : unlink(dir + f) } }
+  let state = ["--state", dir + "/state.db"]
+  var ordod = try startOrdod(daemon.address, state)
+  defer { killAndReap(ordod) }
+  let client = try OrdoClient(address: daemon.address, timeoutMs: 5000)
+  defer { client.close() }
+  let committer = try OrdoClient(address: daemon.address, timeoutMs: 5000)
+  defer { committer.close() }
+  var notes: [RemoteNotification] = []
+  try client.register(name: "view", reads: ["doc.*"]) { notes.append($0) }
+  // A writer that only initial calls reach: it counts the doc keypaths.
+  var writerCalls: [RemoteNotification] = []
+  try client.registerWriter(name: "counter", reads: ["calc.never"], writes: ["calc.docs"], timeoutMs: 5000) { [unowned client] note in
+    writerCalls.append(note)
+    let n = (try? client.snapshot(["doc.*"]))?.values.count ?? -1
+    return RemoteWrites(set: ["calc.docs": .int64(Int64(n))])
+  }
+  var owners: [String?] = []
+  client.onOwnerChange = { owners.append($0) }
+  func processUntil(_ done: () -> Bool) {
+    let deadline = time(nil) + 20
+    while !done() && time(nil) < deadline { client.process(timeoutMs: 50) }
+  }
+  for i in 1...3 { #expect(try committer.commit(set: [("doc.k\(i)", .int64(Int64(i)))]) == UInt64(i)) }
+  processUntil { notes.count == 3 }
+  #expect(try committer.commit(set: [("doc.k4", .int64(4))]) == 4)
+  killAndReap(ordod)
+  ordod = try startOrdod(daemon.address, state)
+  // Committed while the client's contracts are away (it is not processing).
+  #expect(try committer.commit(set: [("doc.k5", .int64(5))]) == 5)
+  #expect(try committer.commit(set: [("doc.k6", .int64(6))]) == 6)
+  processUntil { notes.contains { $0.kind == .changes } && owners.count == 2 && !writerCalls.isEmpty }
+  #expect(try committer.commit(set: [("doc.k7", .int64(7))]) == 8)  // 7: the writer's initial call
+  processUntil { notes.last?.transaction == 8 }
+  #expect(try committer.get("calc.docs").value == .int64(6))
+  let delivered = notes.flatMap(\.changed)
+  #expect(delivered.sorted() == (1...7).map { "doc.k\($0)" })  // each once
+  #expect(notes.map(\.transaction) == notes.map(\.transaction).sorted())
+  #expect(notes.filter { $0.kind == .changes }.count == 1)
+  #expect(notes.last.map { [$0.kind.rawValue] + $0.changed } == ["notify", "doc.k7"])
+  #expect(writerCalls.map(\.changed) == [[]])
+
+  // Without state: another epoch, a snapshot of the new (empty) bus.
+  killAndReap(ordod)
+  ordod = try startOrdod(daemon.address)
+  processUntil { notes.last?.kind == .snapshot && writerCalls.count == 2 }
+  let snap = try #require(notes.last)
+  #expect(snap.kind == .snapshot && snap.values.isEmpty && snap.changed.isEmpty)
+  #expect(writerCalls.map(\.changed) == [[], []])
+  #expect(try committer.get("calc.docs").value == .int64(0))
+  #expect(try committer.commit(set: [("doc.k8", .int64(8))]) == 2)
+  processUntil { notes.last?.transaction == 2 }
+  #expect(notes.last.map { [$0.kind.rawValue] + $0.changed } == ["notify", "doc.k8"])
+  #expect(owners.count == 4 && owners[0] == nil && owners[2] == nil)
 }
 
 /// A durability hook that records what the service asks of it; its

@@ -267,6 +267,26 @@ def test_writer_answers_complete_and_later_contracts_see_its_writes(env, client)
         other.close()
 
 
+def test_notify_initial_writer_answers_its_initial_call(client):
+    assert client.commit({"in.a": 2, "in.b": 3}) == 1
+    seen = []
+
+    def total(note):
+        seen.append(note)
+        return {"calc.total": sum(client.snapshot(["in.*"]).values.values())}
+
+    w = client.add_writer(total, "total", ["in.*"], ["calc.total"], -1, timeout_ms=5000, notify_initial=True)
+    wait_for(lambda: client.process(0.05) or w.completed, 10, "the initial call's Complete")
+    assert [(n.txn, n.changed, n.initial, n.contract) for n in seen] == [(1, (), True, w.path)]
+    assert (w.calls, w.completed, w.refused) == (1, 1, 0)
+    assert client.get("calc.total") == (5, 1)
+    assert client.commit({"in.b": 10}) == 3
+    assert client.get("calc.total") == (12, 2)
+    assert [(n.changed, n.initial) for n in seen[1:]] == [(("in.b",), False)]
+    stats = client.stats()
+    assert (stats["completes"], stats["timeouts"], stats["access-denied"]) == (2, 0, 0)
+
+
 def test_writer_on_the_committing_connection_does_not_deadlock(client):
     client.add_writer(lambda n: ordo.Writes(set={"calc.double": n.values["in.n"] * 2}),
                       "double", ["in.n"], ["calc.double"], -1)
@@ -347,7 +367,10 @@ def test_context_manager_cleanup(env):
 
 def test_watch_and_writer_come_back_after_the_service_restarts(env):
     with ordo.Client(env.address) as c:
-        c.add_writer(lambda n: {"calc.y": n.values["in.x"] + 1}, "inc", ["in.x"], ["calc.y"], -1)
+        calls = []
+        # its initial call after the restart (nothing to compute from: in.x is gone) answers nothing
+        c.add_writer(lambda n: calls.append(n) or ({"calc.y": n.values["in.x"] + 1} if n.changed else None),
+                     "inc", ["in.x"], ["calc.y"], -1)
         w = c.watch(["calc.**"], reconnect_timeout=20)
         c.commit({"in.x": 1})
         assert w.next(timeout=5).values == {"calc.y": 2}
@@ -359,6 +382,7 @@ def test_watch_and_writer_come_back_after_the_service_restarts(env):
         assert c.commit({"in.x": 5}) == 1  # the writer is back too
         note = w.next(timeout=5)
         assert (note.kind, note.txn, note.values) == ("notify", 1, {"calc.y": 6})
+        assert [n.initial for n in calls] == [False, True, False]
 
 
 def test_watch_reconnects_after_the_bus_daemon_restarts(env):

@@ -2,6 +2,8 @@
 automatic resume from a saved position and after a gap, against a real
 ordod (run by `make test-python`).
 """
+import signal
+
 import pytest
 
 import ordo
@@ -101,3 +103,59 @@ def test_gap_from_dropped_signals_is_caught_up_with_changes():
             assert state == writer.snapshot(["big.**"]).values
     finally:
         env.close()
+
+
+def _restart_rounds(env, restart):
+    """A watch and a separate committing client across `restart()` (ordod
+    killed and started again); returns the watch's notifications."""
+    with ordo.Client(env.address) as c, ordo.Client(env.address) as committer:
+        w = c.watch(["doc.*"], reconnect_timeout=20)
+        notes = []
+        for i in range(1, 4):
+            assert committer.commit({f"doc.k{i}": i}) == i
+        notes += [w.next(timeout=5) for _ in range(3)]
+        assert committer.commit({"doc.k4": 4}) == 4
+        restart()
+        # committed while the watch is away (its client reads nothing meanwhile)
+        first = committer.commit({"doc.k5": 5})
+        committer.commit({"doc.k6": 6})
+        notes.append(w.next(timeout=20))  # doc.k4's Notify if it was sent before the kill, or the catch-up
+        while notes[-1].kind == "notify":
+            notes.append(w.next(timeout=20))
+        assert committer.commit({"doc.k7": 7}) == first + 2
+        while notes[-1].txn != first + 2:
+            notes.append(w.next(timeout=5))
+        return notes
+
+
+def test_watch_delivers_each_change_once_across_kill_9_with_state(tmp_path):
+    env = Env(ordod_args=["--state", str(tmp_path / "state.db")])
+    try:
+        epoch = ordo.Client(env.address).epoch
+        notes = _restart_rounds(env, lambda: (env.stop_ordod(signal.SIGKILL), env.start_ordod()))
+        assert ordo.Client(env.address).epoch == epoch
+    finally:
+        env.close()
+    # Same epoch: what the watch missed comes as one "changes" notification;
+    # the Notify of doc.k4, if it was sent before the kill, is not repeated.
+    kinds = [n.kind for n in notes]
+    assert kinds.count("changes") == 1 and set(kinds) == {"notify", "changes"}
+    catch_up = notes[kinds.index("changes")]
+    assert set(catch_up.changed) >= {"doc.k5", "doc.k6"} and catch_up.txn == 6
+    assert sorted(k for n in notes for k in n.changed) == [f"doc.k{i}" for i in range(1, 8)]
+    assert [n.txn for n in notes] == sorted({n.txn for n in notes})
+    assert (notes[-1].kind, notes[-1].changed, notes[-1].values) == ("notify", ("doc.k7",), {"doc.k7": 7})
+
+
+def test_watch_reads_a_snapshot_after_a_kill_9_without_state(env):
+    notes = _restart_rounds(env, lambda: (env.stop_ordod(signal.SIGKILL), env.start_ordod()))
+    # Another epoch: the catch-up is a full snapshot of the new bus (which
+    # holds what was committed after the restart), then live Notifys.
+    assert [n.kind for n in notes[-2:]] == ["snapshot", "notify"]
+    before, snap, last = notes[:-2], notes[-2], notes[-1]
+    # doc.k4's Notify may have been lost with the killed ordod (and its state with it)
+    assert [k for n in before for k in n.changed] in ([f"doc.k{i}" for i in range(1, 5)],
+                                                      [f"doc.k{i}" for i in range(1, 4)])
+    assert {n.kind for n in before} == {"notify"}
+    assert (snap.txn, snap.values) == (2, {"doc.k5": 5, "doc.k6": 6})
+    assert (last.txn, last.changed) == (3, ("doc.k7",))

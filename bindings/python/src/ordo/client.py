@@ -93,14 +93,22 @@ class Notification:
     (``changed`` lists every keypath that changed since the last delivered
     transaction), and ``"snapshot"`` for a full read (the first one with
     ``initial=True``, or after a reconnect to another epoch: replace your
-    whole state with ``values``). ``initial`` is an initial call of a writer
-    (``notify_initial=True``): ``changed`` is empty.
+    whole state with ``values``). :attr:`initial` tells a writer's initial
+    call.
     """
     txn: int
     changed: Tuple[str, ...]
     values: Dict[str, Value]
     contract: str = ""
     kind: str = "notify"
+
+    @property
+    def initial(self) -> bool:
+        """An initial call (a ``"notify"`` with an empty ``changed``): a writer
+        registered with ``notify_initial=True``, registered again after the
+        service came back, or called again after it was suspended. Read
+        everything you compute from and answer with all of it."""
+        return self.kind == "notify" and not self.changed
 
     @property
     def removed(self) -> Tuple[str, ...]:
@@ -493,7 +501,9 @@ class Client:
                 return
             sender = f.get(HeaderFields.sender)
             expected = self._expect[rs]
-            if sender != _DBUS and expected is not None and sender != expected:
+            # A call sent to an owner that left is answered by the next one,
+            # whose NameOwnerChanged came first: the current owner is legitimate.
+            if sender != _DBUS and expected is not None and sender != expected and sender != self._owner:
                 self.forged += 1
                 return
             del self._expect[rs]
@@ -593,7 +603,7 @@ class Client:
                     for w in list(self._writers):
                         if w.path is None:
                             try:
-                                w._register()
+                                w._register(again=True)
                             except OrdoError as e:
                                 self.on_error(w, e)
         self._serve_writers()
@@ -864,7 +874,9 @@ class Writer:
     """A writer contract served by a :class:`Client` (made by
     :meth:`Client.writer`). ``path`` is its contract path (None while the
     service is away); it registers again by itself when the service comes
-    back. ``calls``, ``completed`` and ``refused`` count its calls."""
+    back, and is then called initially (:attr:`Notification.initial`), as
+    after a suspension. ``calls``, ``completed`` and ``refused`` count its
+    calls."""
 
     def __init__(self, client: Client, fn, name, reads, writes, priority, timeout_ms, notify_initial):
         if not writes:
@@ -887,8 +899,11 @@ class Writer:
     def __call__(self, note: Notification):
         return self.fn(note)
 
-    def _register(self) -> None:
-        self.path = self.client._register(self.name, self.reads, self.writes, self.options, self)
+    def _register(self, again: bool = False) -> None:
+        # Registered again (the service came back), it is called initially
+        # whatever it asked: what it computes may have missed changes.
+        options = {**self.options, "notify-initial": ("b", True)} if again else self.options
+        self.path = self.client._register(self.name, self.reads, self.writes, options, self)
 
     def _handle(self, note: Notification) -> None:
         if note.contract != self.path:
