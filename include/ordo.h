@@ -805,6 +805,21 @@ ordo_status ordo_client_commit(ordo_client *client, const ordo_writes *writes, u
 
 /** What a client contract's callback receives. It and everything it
  *  points to belong to the library and are valid only during the callback. */
+/** What a client notification is (the same names as Swift's
+ *  RemoteNotification.Kind and Python's Notification.kind). After the
+ *  service restarts (a new owner of its name), the client registers its
+ *  contracts again by itself and catches each observer up (SPEC §10): the
+ *  first notification after that is ORDO_KIND_CHANGES (same epoch: every
+ *  keypath of the read set changed meanwhile, with its value) or
+ *  ORDO_KIND_SNAPSHOT (a new epoch: every keypath of the read set that has
+ *  a counter; replace what you hold with its values). Each change is
+ *  delivered once. Writers are called again as initial calls. */
+typedef enum ordo_notification_kind {
+  ORDO_KIND_NOTIFY = 0,
+  ORDO_KIND_CHANGES = 1,
+  ORDO_KIND_SNAPSHOT = 2
+} ordo_notification_kind;
+
 typedef struct ordo_client_notification {
   uint64_t txn;                       /* transaction id */
   uint64_t contract;                  /* the id ordo_client_register gave */
@@ -812,6 +827,7 @@ typedef struct ordo_client_notification {
   size_t n_changed;                   /* changed[n_changed] is NULL; 0 for an initial call */
   const ordo_value *const *values;    /* values[i]: changed[i]'s value, NULL when it holds none */
   ordo_writes *writes;                /* a writer's answer (see below); NULL for an observer */
+  ordo_notification_kind kind;        /* a Notify, or a catch-up after a restart */
 } ordo_client_notification;
 
 /** A client contract's callback, called from ordo_client_dispatch once per
@@ -863,9 +879,11 @@ ordo_status ordo_client_register(ordo_client *client, const ordo_client_contract
 
 /** Unregisters a contract of this client: its callback is not called again
  *  and its destroy function runs (after its callback, when called from it).
- *  The contract is forgotten here even when the service cannot confirm:
- *  then ORDO_E_DBUS says why (a service that is gone took the contract with
- *  it). Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT (client NULL),
+ *  While the service is away (it left the bus and has not come back), the
+ *  contract is only forgotten here, so that it is not registered again
+ *  when the service returns: ORDO_OK. When a call to a present service
+ *  fails, the contract is forgotten here all the same and ORDO_E_DBUS says
+ *  why. Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT (client NULL),
  *  ORDO_E_NOT_FOUND (no such contract of this client) or ORDO_E_DBUS. */
 ordo_status ordo_client_unregister(ordo_client *client, uint64_t id);
 

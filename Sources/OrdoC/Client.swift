@@ -288,7 +288,8 @@ private func withNotification(
   }
   changedArray[n] = nil
   var cnote = ordo_client_notification(
-    txn: note.transaction, contract: contract, changed: changedArray, n_changed: n, values: valueArray, writes: writes)
+    txn: note.transaction, contract: contract, changed: changedArray, n_changed: n, values: valueArray, writes: writes,
+    kind: kind(note.kind))
   body(&cnote)
 }
 
@@ -483,5 +484,14 @@ public func ordo_client_epoch(_ client: OpaquePointer?, _ out: UnsafeMutablePoin
     let epoch = try c.call { (r) throws(OrdoRemoteError) in try r.epoch }
     guard let p = strdup(epoch) else { throw outOfMemory(epoch.utf8.count + 1) }
     out.pointee = p
+  }
+}
+
+/// The C kind of a client notification.
+private func kind(_ k: RemoteNotification.Kind) -> ordo_notification_kind {
+  switch k {
+  case .notify: ORDO_KIND_NOTIFY
+  case .changes: ORDO_KIND_CHANGES
+  case .snapshot: ORDO_KIND_SNAPSHOT
   }
 }

@@ -223,8 +223,9 @@ public final class OrdoClient {
   public var onReconnectError: ((String, OrdoRemoteError) -> Void)?
   private var traceCallback: ((RemoteTrace) -> Void)?
   /// Told when the bus refuses a writer's `Complete` (a rule broken, a
-  /// timeout passed: `dev.ordo.Error.Stale` …): the contract path, the txn
-  /// and the error. None of that `Complete`'s writes was applied.
+  /// timeout passed: `dev.ordo.Error.Stale` …): the contract's path as its
+  /// registration returned it (also after it was registered again), the
+  /// txn and the error. None of that `Complete`'s writes was applied.
   public var onCompleteError: ((String, UInt64, OrdoRemoteError) -> Void)?
   /// The unique name that owns ``destination`` now: `Notify` signals are
   /// accepted from it only (any peer can send a signal to this connection).
@@ -418,7 +419,7 @@ public final class OrdoClient {
         w.stringArray(writes.remove)
       }
     } catch {
-      onCompleteError?(note.contract, note.transaction, error)
+      onCompleteError?(registered[note.contract]?.firstPath ?? note.contract, note.transaction, error)
     }
   }
 

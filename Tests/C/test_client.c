@@ -396,7 +396,9 @@ static void test_writer(ordo_client *c, ordo_client *other) {
   commit_from_thread(&m, other, "playlist.tracks.d.duration", 1);
   for (int i = 0; i < 300 && r.calls == 0; i++) OK(ordo_client_dispatch(c, 10));
   CHECK(pthread_join(m.thread, NULL) == 0);
-  CHECK(r.calls == 1 && r.contract == id);
+  /* The late answer shows the writer alive: the service calls it again as
+   * an initial call (writers converge), which is late too. */
+  CHECK(r.calls >= 1 && r.contract == id);
   EXPECT(ORDO_E_DBUS, r.status);
   OK(ordo_client_unregister(c, id));
   OK(ordo_client_set_complete_error(c, NULL, NULL));
@@ -575,8 +577,9 @@ static void test_going_away(ordo_client *c) {
   spec.name = "c-late";
   EXPECT(ORDO_E_DBUS, ordo_client_register(c, &spec, NULL));
   OK(ordo_client_dispatch(c, 50));
-  /* Forgotten here although the service cannot confirm. */
-  EXPECT(ORDO_E_DBUS, ordo_client_unregister(c, id));
+  /* The service is gone: the contract, set aside to be registered again
+   * when it comes back, is forgotten here; there is nothing to confirm. */
+  OK(ordo_client_unregister(c, id));
   CHECK(o.destroyed == 1);
   EXPECT(ORDO_E_NOT_FOUND, ordo_client_unregister(c, id));
 

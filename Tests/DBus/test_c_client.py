@@ -63,11 +63,7 @@ class CClientTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, err.decode() + out.decode())
         self.assertIn("checks passed", out.decode())
 
-    # The service refuses a writer's answer to its initial call during
-    # Register (dev.ordo.Error.AccessDenied: the contract is not yet
-    # recorded as the peer's), then suspends the writer: a bug of ordod,
-    # not of the client (issue 37).
-    @unittest.expectedFailure
+    # A writer answers the initial call made during its Register.
     def test_notify_initial_writer_answers_its_initial_call(self):
         p = self.start_test_client("initial")
         out, err = p.communicate(timeout=120)
@@ -91,6 +87,49 @@ class CClientTest(unittest.TestCase):
         self.assertEqual(read_line(p.stdout, 20, "follow's line"), f"txn {t4}: Night drive, 420 s")
         self.assertEqual(stop(p, signal.SIGTERM), 0)
         self.assertEqual(p.stdout.read(), b"")
+
+
+class CClientRestartTest(unittest.TestCase):
+    """The C client across an ordod killed with SIGKILL and restarted: its
+    contract is registered again by itself and caught up, each change
+    printed once (same state: Changes; no state: a new epoch, Snapshot)."""
+
+    def follow_across_a_restart(self, state):
+        env = Env(start_ordod=False)
+        self.addCleanup(env.close)
+        args = ["--state", os.path.join(env.dir, "state.db")] if state else []
+        env.start_ordod(args)
+        exe = os.path.join(env.dir, "follow")
+        build(self, os.path.join(ROOT, "examples", "c-client", "follow.c"), exe)
+        peer = env.peer()
+        t1 = peer.commit({"playlist.title": ("s", "Road trip"), "playlist.total": ("x", 300)})
+        p = spawn([exe, env.address], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(stop, p, signal.SIGKILL)
+        self.assertEqual(read_line(p.stdout, 20, "follow's first line"), f"txn {t1}: Road trip, 300 s")
+        peer.close()
+        stop(env.ordod, signal.SIGKILL)
+        env.ordod = None
+        env.ordod = env.start_ordod(args)
+        peer = env.peer()
+        t2 = peer.commit({"playlist.total": ("x", 518)})
+        # Caught up (the commit came before the client registered again) or
+        # notified: once either way. With a new epoch the client first reads
+        # everything again (a snapshot, possibly of the empty bus).
+        title = "Road trip" if state else ""
+        line = read_line(p.stdout, 30, "follow's line after the restart")
+        if not state and line == "txn 0: , 0 s (caught up)":
+            line = read_line(p.stdout, 30, "follow's line after the snapshot")
+        self.assertIn(line, [f"txn {t2}: {title}, 518 s", f"txn {t2}: {title}, 518 s (caught up)"])
+        t3 = peer.commit({"playlist.title": ("s", "Night drive")})
+        self.assertEqual(read_line(p.stdout, 20, "follow's next line"), f"txn {t3}: Night drive, 518 s")
+        self.assertEqual(stop(p, signal.SIGTERM), 0)
+        self.assertEqual(p.stdout.read(), b"")
+
+    def test_same_state(self):
+        self.follow_across_a_restart(state=True)
+
+    def test_new_epoch(self):
+        self.follow_across_a_restart(state=False)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,8 @@ typedef struct header {
 static void show(ordo_client *client, const ordo_client_notification *note, void *user_data) {
   header *h = user_data;
   (void)client;
+  /* A snapshot (ordod restarted with a new history) replaces everything. */
+  if (note->kind == ORDO_KIND_SNAPSHOT) *h = (header){"", 0};
   for (size_t i = 0; i < note->n_changed; i++) {
     const ordo_value *v = note->values[i];
     if (strcmp(note->changed[i], "playlist.title") == 0) {
@@ -43,7 +45,10 @@ static void show(ordo_client *client, const ordo_client_notification *note, void
       h->total = v && v->type == ORDO_TYPE_INT64 ? v->i : 0;
     }
   }
-  printf("txn %" PRIu64 ": %s, %" PRId64 " s\n", note->txn, h->title, h->total);
+  /* After ordod restarted, the client caught up by itself: this one call
+   * covers everything that changed meanwhile. */
+  printf("txn %" PRIu64 ": %s, %" PRId64 " s%s\n", note->txn, h->title, h->total,
+         note->kind == ORDO_KIND_NOTIFY ? "" : " (caught up)");
   fflush(stdout);
 }
 
