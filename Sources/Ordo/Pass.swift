@@ -249,8 +249,8 @@ final class PassRunner {
     c.pointee.scheduledSerial = serial
     c.clearTriggers()
     schedule.push(c)
-    // Fetches what the callback captured now (see ``ContractRef/warmCallback()``).
-    c.warmCallback()
+    // Fetches what the call reads outside the core now (see ``PrefetchHint``).
+    if graph.slab.hasPrefetchHints { c.fetchPrefetchHint() }
   }
 
   /// Schedules `c` (if it is not yet) for a write to `n`.
