@@ -85,16 +85,19 @@ struct TriggerWord {
   @inline(__always) mutating func clear() { bits = 0 }
 }
 
-/// What a contract's call reads first, outside the core, for the pass to
-/// start fetching when it schedules the contract: the fetches of a
-/// commit's contracts then overlap (the scheduling loop does not wait for
-/// them), where each call would otherwise wait for its own, one after the
-/// other. The registering side names the bytes (``Bus/register(_:prefetching:)``:
-/// the C shim names the fields of its contract object that its call reads,
-/// out of cache at 100 000 contracts; docs/performance.md, "Prefetches").
-/// Up to 64 bytes, so one line or two, in one word: the first line's
-/// address, and in its low bit whether the bytes run onto the next. 0: no
-/// hint. Never dereferenced: a prefetch of memory since freed is harmless.
+/// What a contract's call reads first, outside the core: a contract's
+/// prefetch hint. The registering side names the bytes
+/// (``Bus/register(_:prefetching:)``; the C shim names the fields of its
+/// contract object that a call reads, out of cache at 100 000 contracts),
+/// and the pass starts fetching them before it schedules the readers of a
+/// commit's writes (``PassRunner``'s `fetchHints`): the fetches of a
+/// commit's contracts then overlap, where each call would otherwise wait
+/// for its own, one after the other (docs/performance.md, "Prefetches").
+/// Every-transaction contracts and initial calls, not readers of a write,
+/// are not fetched ahead. A hint names up to 64 bytes, so one line or two,
+/// and is one word: the first line's address, and in its low bit whether
+/// the bytes run onto the next; 0, no hint. Never dereferenced: a prefetch
+/// of memory since freed is harmless.
 struct PrefetchHint: Equatable {
   private let bits: UInt
 
@@ -121,7 +124,7 @@ struct PrefetchHint: Equatable {
     guard bits != 0 else { return }
     let first = bits & ~1
     fetchEarly(UnsafeRawPointer(bitPattern: first).unsafelyUnwrapped)
-    fetchEarly(UnsafeRawPointer(bitPattern: first + (bits & 1) * UInt(StatePages.lineSize)).unsafelyUnwrapped)
+    fetchEarly(UnsafeRawPointer(bitPattern: first &+ (bits & 1) &* UInt(StatePages.lineSize)).unsafelyUnwrapped)
   }
 }
 
@@ -166,7 +169,8 @@ struct ContractRef: Equatable {
   }
 
   /// Starts fetching the lines of the contract's prefetch hint, when it
-  /// has one (see ``PrefetchHint``).
+  /// has one (see ``PrefetchHint``): a load of its page's header, then
+  /// prefetches.
   @inline(__always)
   func fetchPrefetchHint() {
     ContractSlab.prefetchHint(of: state).fetch()
@@ -259,9 +263,11 @@ struct PackedContractRef {
 
 /// The dense table of a graph's contract states (``StatePages`` with a
 /// 1 024-byte header per page): the header holds the slab (unretained),
-/// then the owner of each of the page's 48 states, then the prefetch hint
-/// of each (``PrefetchHint``), so a state finds its owner, its slab and its
-/// hint from its own address. States are handed out in the order
+/// then the owner of each of the page's 48 states, then their prefetch
+/// hints (``PrefetchHint``), a slot for each of the page's 64 lines (a
+/// state's slot is its line: found in two instructions, where its place
+/// among the states depends on where the header lies). A state finds its
+/// owner, its slab and its hint from its own address. States are handed out in the order
 /// contracts register, a released state reused by the next. Every state in
 /// use retains the slab, so the slab goes with its last contract (a
 /// contract can be released without the bus's lock, after its graph);
@@ -289,7 +295,7 @@ final class ContractSlab: @unchecked Sendable {
 
   init() {
     precondition(MemoryLayout<ContractPassState>.stride == StatePages.lineSize, "a contract's pass state takes one cache line")
-    precondition(ContractSlab.hintsStart + 8 * ContractSlab.perPage <= ContractSlab.headerSize, "a page's header names its slab, and every state's owner and prefetch hint")
+    precondition(ContractSlab.hintsStart + 8 * ContractSlab.hintSlots <= ContractSlab.headerSize, "a page's header names its slab, and every state's owner and prefetch hint")
   }
 
   deinit {
@@ -306,11 +312,13 @@ final class ContractSlab: @unchecked Sendable {
 
   /// Where a page's header holds the prefetch hints, after the owners.
   private static let hintsStart = 8 + 8 * perPage
+  /// Hint slots per page: one per line.
+  private static let hintSlots = StatePages.pageSize / StatePages.lineSize
 
   /// The byte offset of a state's prefetch hint in its page's header.
   @inline(__always)
   private static func hintOffset(of s: UnsafeRawPointer) -> Int {
-    hintsStart + 8 * StatePages.index(of: s, headerSize: headerSize)
+    hintsStart + 8 * Int(UInt(bitPattern: s) % UInt(StatePages.pageSize) / UInt(StatePages.lineSize))
   }
 
   /// A state's prefetch hint.
@@ -351,7 +359,7 @@ final class ContractSlab: @unchecked Sendable {
     let raw = table.withLock {
       $0.take { header in
         header.storeBytes(of: me, as: Unmanaged<ContractSlab>.self)
-        (header + ContractSlab.hintsStart).initializeMemory(as: PrefetchHint.self, repeating: .none, count: ContractSlab.perPage)
+        (header + ContractSlab.hintsStart).initializeMemory(as: PrefetchHint.self, repeating: .none, count: ContractSlab.hintSlots)
       }
     }
     _ = Unmanaged.passRetained(self)
