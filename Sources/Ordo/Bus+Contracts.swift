@@ -22,10 +22,10 @@ extension Bus {
   }
 
   /// Registers a contract (see ``register(_:)``) whose call reads
-  /// `bytes` first (1 to 64, memory the caller owns): the pass starts
-  /// fetching their lines when it schedules the contract, before any call
-  /// of the pass (``PrefetchHint``). For bindings whose call reads an
-  /// object of theirs (the C shim's contract object).
+  /// `bytes` first (1 to 64, memory the caller owns): a pass that may call
+  /// it starts fetching their lines before it schedules
+  /// (``PrefetchHint``). For bindings whose call reads an object of theirs
+  /// (the C shim's contract object).
   @discardableResult
   package func register(_ spec: ContractSpec, prefetching bytes: UnsafeRawBufferPointer) throws(OrdoError) -> ContractHandle {
     try Registration(spec, on: self, prefetchHint: PrefetchHint(bytes)).run()

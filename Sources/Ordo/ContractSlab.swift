@@ -267,11 +267,11 @@ struct PackedContractRef {
 /// hints (``PrefetchHint``), a slot for each of the page's 64 lines (a
 /// state's slot is its line: found in two instructions, where its place
 /// among the states depends on where the header lies). A state finds its
-/// owner, its slab and its hint from its own address. States are handed out in the order
-/// contracts register, a released state reused by the next. Every state in
-/// use retains the slab, so the slab goes with its last contract (a
-/// contract can be released without the bus's lock, after its graph);
-/// hence also the mutex.
+/// owner, its slab and its hint from its own address. States are handed
+/// out in the order contracts register, a released state reused by the
+/// next. Every state in use retains the slab, so the slab goes with its
+/// last contract (a contract can be released without the bus's lock,
+/// after its graph); hence also the mutex.
 /// Unretained: docs/reliability.md, "Unretained references", row "the table of contract states".
 final class ContractSlab: @unchecked Sendable {
   static let headerSize = 1_024

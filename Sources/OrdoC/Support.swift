@@ -304,8 +304,8 @@ private let maxKeptBuffer = 1 << 16
 /// `ordo_notification`. The core holds it through the callback closure.
 final class CContract: @unchecked Sendable {
   // What a call reads: these fields, first (``callFields``), which the
-  // contract is registered with for the pass to fetch when it schedules
-  // it. Spread over the object, a call read up to three lines of it
+  // contract is registered with, for a pass to fetch before it schedules
+  // the contract. Spread over the object, a call read up to three lines of it
   // (callgrind's cache simulation of `ordo-c-bench 100000` with `scale`).
   /// Set (releasing) once ``id`` is set, under the owner's lock.
   let adopted = Atomic<Bool>(false)
