@@ -21,6 +21,16 @@ extension Bus {
     try Registration(spec, on: self).run()
   }
 
+  /// Registers a contract (see ``register(_:)``) whose call reads
+  /// `bytes` first (1 to 64, memory the caller owns): a pass that may call
+  /// it starts fetching their lines before it schedules
+  /// (``PrefetchHint``). For bindings whose call reads an object of theirs
+  /// (the C shim's contract object).
+  @discardableResult
+  package func register(_ spec: ContractSpec, prefetching bytes: UnsafeRawBufferPointer) throws(OrdoError) -> ContractHandle {
+    try Registration(spec, on: self, prefetchHint: PrefetchHint(bytes)).run()
+  }
+
   /// Registers a contract. See ``register(_:)``.
   @discardableResult
   public func register(

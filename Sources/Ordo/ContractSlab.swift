@@ -56,25 +56,6 @@ struct ContractPassState: ~Copyable {
     self.rank = rank
     self.callback = callback
   }
-
-  /// Where, in a state, the callback's context lies: a closure is two
-  /// words, its function and its context (what it captured, or 0), and the
-  /// callback is the state's last field. Checked once per process
-  /// (``callbackContextOffsetHolds``); read by ``ContractRef/warmCallback()``.
-  static let callbackContextOffset = 56
-
-  /// Whether ``callbackContextOffset`` is right: a state whose callback
-  /// captures one object only (a closure's context is then that object)
-  /// holds the object's address there. Checked once, by the first slab.
-  static let callbackContextOffsetHolds: Bool = {
-    final class Probe: Sendable { let id = 1 }
-    let probe = Probe()
-    let p = UnsafeMutablePointer<ContractPassState>.allocate(capacity: 1)
-    defer { p.deinitialize(count: 1); p.deallocate() }
-    p.initialize(to: ContractPassState(id: 1, kind: .data, rank: 0) { _ in _ = probe.id })
-    let word = UnsafeRawPointer(p).load(fromByteOffset: callbackContextOffset, as: UInt.self)
-    return word == UInt(bitPattern: Unmanaged.passUnretained(probe).toOpaque())
-  }()
 }
 
 /// The written keypaths that scheduled a contract in a pass, in one word:
@@ -102,6 +83,49 @@ struct TriggerWord {
   @inline(__always) mutating func setFirst(_ n: NodeRef) { bits = UInt(bitPattern: n.state) }
   @inline(__always) mutating func markMore() { bits |= 1 }
   @inline(__always) mutating func clear() { bits = 0 }
+}
+
+/// What a contract's call reads first, outside the core: a contract's
+/// prefetch hint. The registering side names the bytes
+/// (``Bus/register(_:prefetching:)``; the C shim names the fields of its
+/// contract object that a call reads, out of cache at 100 000 contracts),
+/// and the pass starts fetching them before it schedules the readers of a
+/// commit's writes (``PassRunner``'s `fetchHints`): the fetches of a
+/// commit's contracts then overlap, where each call would otherwise wait
+/// for its own, one after the other (docs/performance.md, "Prefetches").
+/// Every-transaction contracts and initial calls, not readers of a write,
+/// are not fetched ahead. A hint names up to 64 bytes, so one line or two,
+/// and is one word: the first line's address, and in its low bit whether
+/// the bytes run onto the next; 0, no hint. Never dereferenced: a prefetch
+/// of memory since freed is harmless.
+struct PrefetchHint: Equatable {
+  private let bits: UInt
+
+  /// No hint.
+  static let none = PrefetchHint(bits: 0)
+
+  private init(bits: UInt) { self.bits = bits }
+
+  /// The lines of `bytes` (1 to 64 of them).
+  init(_ bytes: UnsafeRawBufferPointer) {
+    precondition((1...StatePages.lineSize).contains(bytes.count), "a prefetch hint names 1 to 64 bytes")
+    let start = UInt(bitPattern: bytes.baseAddress)
+    let line = ~UInt(StatePages.lineSize - 1)
+    let first = start & line
+    bits = first | (((start + UInt(bytes.count) - 1) & line) == first ? 0 : 1)
+  }
+
+  /// Starts fetching its lines (nothing without a hint). Both prefetches
+  /// are issued, the second of the first line again when the bytes lie on
+  /// one (a line asked for twice costs nothing more): no branch on where
+  /// they lie.
+  @inline(__always)
+  func fetch() {
+    guard bits != 0 else { return }
+    let first = bits & ~1
+    fetchEarly(UnsafeRawPointer(bitPattern: first).unsafelyUnwrapped)
+    fetchEarly(UnsafeRawPointer(bitPattern: first &+ (bits & 1) &* UInt(StatePages.lineSize)).unsafelyUnwrapped)
+  }
 }
 
 /// A contract named by its pass state: the one way the hot paths (a node's
@@ -144,28 +168,12 @@ struct ContractRef: Equatable {
     }
   }
 
-  /// Starts fetching the lines of what the callback captured, so that
-  /// the call does not wait for it. Called when the pass schedules the
-  /// contract: the fetches of a commit's contracts then overlap (the
-  /// scheduling loop does not depend on them), where each call would
-  /// otherwise wait for its own, one after the other. A C contract's
-  /// callback captures its shim object, which its call reads first: at
-  /// 100 000 contracts, 15 % of the samples of `ordo-c-bench 100000
-  /// handles` running `scale` were that call waiting on its first load
-  /// (perf; docs/performance.md).
+  /// Starts fetching the lines of the contract's prefetch hint, when it
+  /// has one (see ``PrefetchHint``): a load of its page's header, then
+  /// prefetches.
   @inline(__always)
-  func warmCallback() {
-    let context = UnsafeRawPointer(state).load(fromByteOffset: ContractPassState.callbackContextOffset, as: UInt.self)
-    // No context: the closure captured nothing.
-    guard let p = UnsafeRawPointer(bitPattern: context) else { return }
-    // The 32 bytes after the object's header, where a C contract keeps what
-    // its call reads: objects are 16-byte aligned, so those bytes lie on the
-    // line of the object's first word only when it starts in the first half
-    // of a line; otherwise they are split or all on the next line. Two
-    // prefetches cover them wherever the object starts (one line twice
-    // costs nothing more).
-    fetchEarly(p + 16)
-    fetchEarly(p + 47)
+  func fetchPrefetchHint() {
+    ContractSlab.prefetchHint(of: state).fetch()
   }
 
   /// The contract object whose state this is (from its page's owner table:
@@ -254,16 +262,19 @@ struct PackedContractRef {
 }
 
 /// The dense table of a graph's contract states (``StatePages`` with a
-/// 512-byte header per page): the header holds the slab (unretained) and
-/// the owner of each of the page's 56 states, so a state finds its owner
-/// and its slab from its own address. States are handed out in the order
-/// contracts register, a released state reused by the next. Every state in
-/// use retains the slab, so the slab goes with its last contract (a
-/// contract can be released without the bus's lock, after its graph);
-/// hence also the mutex.
+/// 1 024-byte header per page): the header holds the slab (unretained),
+/// then the owner of each of the page's 48 states, then their prefetch
+/// hints (``PrefetchHint``), a slot for each of the page's 64 lines (a
+/// state's slot is its line: found in two instructions, where its place
+/// among the states depends on where the header lies). A state finds its
+/// owner, its slab and its hint from its own address. States are handed
+/// out in the order contracts register, a released state reused by the
+/// next. Every state in use retains the slab, so the slab goes with its
+/// last contract (a contract can be released without the bus's lock,
+/// after its graph); hence also the mutex.
 /// Unretained: docs/reliability.md, "Unretained references", row "the table of contract states".
 final class ContractSlab: @unchecked Sendable {
-  static let headerSize = 512
+  static let headerSize = 1_024
   /// States per page.
   static let perPage = (StatePages.pageSize - headerSize) / StatePages.lineSize
 
@@ -274,13 +285,17 @@ final class ContractSlab: @unchecked Sendable {
   /// only with the bus's lock held.
   var moreTriggers: [UInt: [KeyNode]] = [:]
 
+  /// Whether a state has held a prefetch hint: the pass asks for hints
+  /// only then (a bus of Swift contracts has none). Touched only with the
+  /// bus's lock held.
+  private(set) var hasPrefetchHints = false
+
   /// The states made so far, in use or free (for tests of the reuse).
   var rooms: Int { table.withLock { $0.made } }
 
   init() {
     precondition(MemoryLayout<ContractPassState>.stride == StatePages.lineSize, "a contract's pass state takes one cache line")
-    precondition(ContractPassState.callbackContextOffsetHolds, "a contract's pass state holds its callback's context where the pass reads it")
-    precondition(8 + 8 * ContractSlab.perPage <= ContractSlab.headerSize, "a page's header names its slab and every state's owner")
+    precondition(ContractSlab.hintsStart + 8 * ContractSlab.hintSlots <= ContractSlab.headerSize, "a page's header names its slab, and every state's owner and prefetch hint")
   }
 
   deinit {
@@ -293,6 +308,30 @@ final class ContractSlab: @unchecked Sendable {
   /// Unretained: docs/reliability.md, "Unretained references", row "a contract state's owner".
   private static func ownerOffset(of s: UnsafeRawPointer) -> Int {
     8 + 8 * StatePages.index(of: s, headerSize: headerSize)
+  }
+
+  /// Where a page's header holds the prefetch hints, after the owners.
+  private static let hintsStart = 8 + 8 * perPage
+  /// Hint slots per page: one per line.
+  private static let hintSlots = StatePages.pageSize / StatePages.lineSize
+
+  /// The byte offset of a state's prefetch hint in its page's header.
+  @inline(__always)
+  private static func hintOffset(of s: UnsafeRawPointer) -> Int {
+    hintsStart + 8 * Int(UInt(bitPattern: s) % UInt(StatePages.pageSize) / UInt(StatePages.lineSize))
+  }
+
+  /// A state's prefetch hint.
+  @inline(__always)
+  static func prefetchHint(of s: UnsafeMutablePointer<ContractPassState>) -> PrefetchHint {
+    UnsafeRawPointer(StatePages.header(of: s, headerSize: headerSize)).load(fromByteOffset: hintOffset(of: s), as: PrefetchHint.self)
+  }
+
+  /// Gives a state its prefetch hint. Lock held.
+  func setPrefetchHint(_ hint: PrefetchHint, of r: ContractRef) {
+    StatePages.header(of: r.state, headerSize: ContractSlab.headerSize)
+      .storeBytes(of: hint, toByteOffset: ContractSlab.hintOffset(of: r.state), as: PrefetchHint.self)
+    hasPrefetchHints = true
   }
 
   /// The slab that holds a state.
@@ -312,11 +351,17 @@ final class ContractSlab: @unchecked Sendable {
     return owner.unsafelyUnwrapped
   }
 
-  /// A state, initialized to `state`; its owner is set by ``adopt(_:owner:)``
-  /// before any use.
+  /// A state, initialized to `state`, without a prefetch hint (a new
+  /// page's hints are cleared, and a released state's); its owner is set
+  /// by ``adopt(_:owner:)`` before any use.
   func allocate(_ state: consuming ContractPassState) -> UnsafeMutablePointer<ContractPassState> {
     let me = Unmanaged.passUnretained(self)
-    let raw = table.withLock { $0.take { header in header.storeBytes(of: me, as: Unmanaged<ContractSlab>.self) } }
+    let raw = table.withLock {
+      $0.take { header in
+        header.storeBytes(of: me, as: Unmanaged<ContractSlab>.self)
+        (header + ContractSlab.hintsStart).initializeMemory(as: PrefetchHint.self, repeating: .none, count: ContractSlab.hintSlots)
+      }
+    }
     _ = Unmanaged.passRetained(self)
     let s = raw.bindMemory(to: ContractPassState.self, capacity: 1)
     s.initialize(to: state)
@@ -339,7 +384,9 @@ final class ContractSlab: @unchecked Sendable {
     // bus's lock may not be held).
     assert(s.pointee.triggers.isEmpty, "a contract was released with the triggers of a pass")
     s.deinitialize(count: 1)
-    StatePages.header(of: s, headerSize: headerSize).storeBytes(of: nil, toByteOffset: ownerOffset(of: s), as: Unmanaged<ContractState>?.self)
+    let header = StatePages.header(of: s, headerSize: headerSize)
+    header.storeBytes(of: nil, toByteOffset: ownerOffset(of: s), as: Unmanaged<ContractState>?.self)
+    header.storeBytes(of: .none, toByteOffset: hintOffset(of: s), as: PrefetchHint.self)
     let room = UInt(bitPattern: s)
     slab._withUnsafeGuaranteedRef { $0.table.withLock { $0.give(room) } }
     slab.release()

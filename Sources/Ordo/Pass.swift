@@ -91,6 +91,7 @@ final class PassRunner {
   @inline(never)
   private func scheduleChangedReaders() -> Bool {
     fetchReaders()
+    if graph.slab.hasPrefetchHints { fetchHints() }
     var anyChanged = false
     for i in 0..<journal.count where journal[i].written && journal.isChanged(i) {
       anyChanged = true
@@ -112,6 +113,25 @@ final class PassRunner {
     for i in 0..<journal.count {
       if case .many(let list) = journal[i].node.state.pointee.readers {
         for c in list { fetchEarly(UnsafeRawPointer(c.state)) }
+      }
+    }
+  }
+
+  /// Starts fetching what the prefetch hint of every reader of a written
+  /// keypath names (``PrefetchHint``), before the scheduling, so that the
+  /// loads of the hints, out of cache at 100 000 contracts, overlap each
+  /// other (fetched as each contract was scheduled, a C commit at 100 000
+  /// contracts took longer: docs/measurements/2026-12-04-prefetch-hints.md).
+  /// Only on a bus with hints, and out of line: inside ``fetchReaders()``
+  /// it kept the scheduling from inlining. A stale reader's room holds no
+  /// hint or another contract's: harmless.
+  @inline(never)
+  private func fetchHints() {
+    for i in 0..<journal.count {
+      switch journal[i].node.state.pointee.readers {
+      case .none: break
+      case .one(let r): r.ref.fetchPrefetchHint()
+      case .many(let list): for c in list { c.fetchPrefetchHint() }
       }
     }
   }
@@ -249,8 +269,6 @@ final class PassRunner {
     c.pointee.scheduledSerial = serial
     c.clearTriggers()
     schedule.push(c)
-    // Fetches what the callback captured now (see ``ContractRef/warmCallback()``).
-    c.warmCallback()
   }
 
   /// Schedules `c` (if it is not yet) for a write to `n`.

@@ -12,10 +12,12 @@ struct Registration {
   let spec: ContractSpec
   let reads: [Pattern]
   let writes: [Pattern]
+  /// What the contract's call reads first, outside the core, if it says.
+  let prefetchHint: PrefetchHint?
 
   /// Checks the spec: a name of 1 to 255 bytes, valid patterns, no writes
   /// on an every-transaction contract (empty read set).
-  init(_ spec: ContractSpec, on bus: Bus) throws(OrdoError) {
+  init(_ spec: ContractSpec, on bus: Bus, prefetchHint: PrefetchHint? = nil) throws(OrdoError) {
     guard !spec.name.isEmpty else { throw OrdoError(.invalidArgument, "a contract needs a non-empty name") }
     guard spec.name.utf8.count <= 255 else {
       throw OrdoError(.invalidArgument, "contract name \"\(spec.name.prefix(40))…\" is longer than 255 bytes")
@@ -28,6 +30,7 @@ struct Registration {
     try bus.checkSchema(spec, reads: reads, writes: writes)
     self.spec = spec
     self.bus = bus
+    self.prefetchHint = prefetchHint
   }
 
   /// What is left to do once the lock is let go.
@@ -55,6 +58,7 @@ struct Registration {
     let initial = spec.flags.contains(.notifyInitial)
     let acquired = gate.acquire()
     let c = graph.make(spec, reads: reads, writes: writes)
+    if let prefetchHint { graph.slab.setPrefetchHint(prefetchHint, of: c.passState) }
     do {
       try graph.admit(c, initialDuringPassAfter: initial && passes.hasTransaction ? gate.running : nil)
     } catch {

@@ -347,7 +347,7 @@ public func ordo_register(_ bus: OpaquePointer?, _ spec: UnsafePointer<ordo_cont
     ) { note in c.invoke(note) }
     let handle: ContractHandle
     do throws(OrdoError) {
-      handle = try box.bus.register(contract)
+      handle = try box.bus.register(contract, prefetching: c.callFields)
     } catch {
       c.disarm()
       throw error

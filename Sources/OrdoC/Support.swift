@@ -320,12 +320,9 @@ private let maxKeptBuffer = 1 << 16
 /// destroy function, and the trampoline that calls the callback with an
 /// `ordo_notification`. The core holds it through the callback closure.
 final class CContract: @unchecked Sendable {
-  // What a call reads: these fields, first (the 32 bytes after the object
-  // header, one or two cache lines as the object falls); the pass starts
-  // fetching them when it schedules the contract
-  // (``ContractRef/warmCallback()`` in the core, which fetches bytes 16
-  // and 47 of the object).
-  // Spread over the object, a call read up to three lines of it
+  // What a call reads: these fields, first (``callFields``), which the
+  // contract is registered with, for a pass to fetch before it schedules
+  // the contract. Spread over the object, a call read up to three lines of it
   // (callgrind's cache simulation of `ordo-c-bench 100000` with `scale`).
   /// Set (releasing) once ``id`` is set, under the owner's lock.
   let adopted = Atomic<Bool>(false)
@@ -363,6 +360,15 @@ final class CContract: @unchecked Sendable {
   }
 
   deinit { free(buffer) }
+
+  /// The bytes a call reads, from ``adopted`` to ``bus``: the object's
+  /// first stored properties, after the 16-byte header of a Swift object
+  /// (its metadata and reference counts). A prefetch hint only
+  /// (``Bus/register(_:prefetching:)``): were the layout other, the pass
+  /// would fetch a line in vain, nothing more.
+  var callFields: UnsafeRawBufferPointer {
+    UnsafeRawBufferPointer(start: UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque()) + 16, count: 32)
+  }
 
   /// Whether destroy is due now (gone, not running) and not yet taken; takes
   /// it. Owner's lock held.

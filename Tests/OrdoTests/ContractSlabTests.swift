@@ -32,8 +32,9 @@ import Testing
       #expect(c.passState.pointee.id == c.id && c.name == "c\(i)")
       if i > 0 && c.passState.state == contracts[i - 1].passState.state + 1 { sideBySide += 1 }
     }
-    // 56 states a page: only the first of each page, and the first after
-    // the page's header, do not follow their predecessor.
+    // ``ContractSlab/perPage`` states a page: only the first of each page,
+    // and the first after the page's header, do not follow their
+    // predecessor.
     #expect(sideBySide >= 199 - 2 * (199 / ContractSlab.perPage + 1), "\(sideBySide) of 199 states follow the previous one")
   }
 
@@ -77,5 +78,41 @@ import Testing
     #expect(c.passState.pointee.triggers.isEmpty && bus.contractGraph.slab.moreTriggers.isEmpty, "the pass left no trigger behind")
     try bus.transaction { try bus.set("b", .int64(2)) }
     #expect(calls.all.map(\.changed).last == ["b"])
+  }
+
+  /// A prefetch hint names the line of its bytes, and the next when they
+  /// run onto it.
+  @Test func prefetchHintNamesOneLineOrTwo() {
+    let line = UnsafeMutableRawPointer.allocate(byteCount: 256, alignment: 64)
+    defer { line.deallocate() }
+    func hint(_ offset: Int, _ count: Int) -> PrefetchHint { PrefetchHint(UnsafeRawBufferPointer(start: line + offset, count: count)) }
+    #expect(hint(16, 32) == hint(0, 64), "within one line")
+    #expect(hint(48, 32) == hint(32, 64), "across two lines")
+    #expect(hint(48, 32) != hint(0, 64) && hint(64, 32) == hint(64, 64))
+    #expect(hint(0, 1) != .none)
+  }
+
+  /// A contract registered with a prefetch hint keeps it in its page's
+  /// header; a state released and reused by a contract without one holds
+  /// none; a bus of contracts without hints asks for none.
+  @Test func prefetchHintsGoWithTheirStates() throws {
+    let bus = Bus()
+    let slab = bus.contractGraph.slab
+    try bus.register(name: "plain", reads: ["m.a"]) { _ in }
+    #expect(!slab.hasPrefetchHints)
+    let fields = UnsafeMutableRawPointer.allocate(byteCount: 32, alignment: 16)
+    defer { fields.deallocate() }
+    let bytes = UnsafeRawBufferPointer(start: fields, count: 32)
+    let calls = Calls()
+    let hinted = try bus.register(ContractSpec(name: "hinted", reads: ["m.b"]) { calls.add("hinted", $0) }, prefetching: bytes)
+    // Not kept: the state is released with the contract.
+    let state = try #require(bus.contractGraph.contract(hinted.id)).passState.state
+    #expect(slab.hasPrefetchHints && ContractSlab.prefetchHint(of: state) == PrefetchHint(bytes))
+    try bus.transaction { try bus.set("m.b", .int64(1)) }
+    #expect(calls.all.count == 1, "a hinted contract is called as any other")
+    try bus.unregister(hinted.id)
+    let next = try bus.register(name: "next", reads: ["m.c"]) { _ in }
+    let reused = try #require(bus.contractGraph.contract(next.id))
+    #expect(reused.passState.state == state && ContractSlab.prefetchHint(of: state) == .none)
   }
 }
