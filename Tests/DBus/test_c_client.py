@@ -132,6 +132,33 @@ class CClientRestartTest(unittest.TestCase):
         self.follow_across_a_restart(state=False)
 
 
+class MultiProcessApp(unittest.TestCase):
+    """The README's multi-process playlist: ordod with the playlist schema,
+    examples/multi-process/total.py computing playlist.total in its own
+    process, examples/c-client/follow.c showing title and total, ordoctl
+    as the editor: one line per transaction, the total already computed."""
+
+    def test_three_processes(self):
+        env = Env(start_ordod=False)
+        self.addCleanup(env.close)
+        env.start_ordod(["--schema", os.path.join(ROOT, "examples", "schema", "playlist.json")])
+        writer = spawn([sys.executable, os.path.join(ROOT, "examples", "multi-process", "total.py"), env.address],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(stop, writer, signal.SIGKILL)
+        self.assertEqual(read_line(writer.stdout, 20, "total.py's ready line"), "computing playlist.total")
+        exe = os.path.join(env.dir, "follow")
+        build(self, os.path.join(ROOT, "examples", "c-client", "follow.c"), exe)
+        view = spawn([exe, env.address], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(stop, view, signal.SIGKILL)
+        self.assertRegex(read_line(view.stdout, 20, "follow's first line"), r"^txn \d+: , 0 s$")
+        t = env.ordoctl("set", "playlist.title=Road trip", "playlist.tracks.t1.duration=200",
+                        "playlist.tracks.t2.duration=340").stdout.strip()
+        self.assertEqual(read_line(view.stdout, 20, "follow's line"), f"txn {t}: Road trip, 540 s")
+        t = env.ordoctl("set", "playlist.tracks.t2.duration=318").stdout.strip()
+        self.assertEqual(read_line(view.stdout, 20, "follow's line"), f"txn {t}: Road trip, 518 s")
+        self.assertEqual(env.ordoctl("get", "playlist.total").stdout.strip(), "int64:518")
+
+
 if __name__ == "__main__":
     from harness import main
     main("test_c_client")
