@@ -45,10 +45,15 @@ def test_read_modify_write_from_threads_loses_no_update(bus):
     def increment():
         for _ in range(100):
             while True:
+                # The counter first: a commit between the two reads then
+                # makes the value newer than the counter, which the
+                # condition refuses (read the other way round, a stale
+                # value could pass with a fresh counter).
+                counter = bus.counter("n")
                 try:
-                    value, counter = bus.get("n"), bus.counter("n")
+                    value = bus.get("n")
                 except ordo.NotFound:
-                    value, counter = 0, 0
+                    value = 0
                 try:
                     with bus.transaction(expect={"n": counter}):
                         bus.set("n", value + 1)
