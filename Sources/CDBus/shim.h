@@ -8,6 +8,11 @@
 #ifndef ORDO_CDBUS_SHIM_H
 #define ORDO_CDBUS_SHIM_H
 
+// struct ucred (SO_PEERCRED).
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
 #include <dbus/dbus.h>
 #include <stdint.h>
 #include <string.h>
@@ -165,17 +170,22 @@ static inline dbus_bool_t ordo_server_external_only(DBusServer *server) {
   const char *mechanisms[] = {"EXTERNAL", NULL};
   return dbus_server_set_auth_mechanisms(server, mechanisms);
 }
-// The peer's groups as the kernel recorded them when it connected
-// (SO_PEERGROUPS); -1 where the kernel does not report them. Writes at
-// most max gids and returns how many there are.
+// The peer's groups as the kernel recorded them when it connected: its
+// primary group (SO_PEERCRED) first, then its supplementary groups
+// (SO_PEERGROUPS), as the bus daemon reports them; -1 where the kernel does
+// not report them. Writes at most max gids and returns how many there are.
 static inline int ordo_peer_groups(int fd, uint32_t *gids, int max) {
 #ifdef SO_PEERGROUPS
-  socklen_t len = (socklen_t)(max * (int)sizeof(gid_t));
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, gids, &len) < 0) {
-    if (errno == ERANGE) return (int)(len / sizeof(gid_t));
+  struct ucred cred;
+  socklen_t clen = sizeof cred;
+  if (max < 1 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) return -1;
+  gids[0] = cred.gid;
+  socklen_t len = (socklen_t)((max - 1) * (int)sizeof(gid_t));
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, gids + 1, &len) < 0) {
+    if (errno == ERANGE) return 1 + (int)(len / sizeof(gid_t));
     return -1;
   }
-  return (int)(len / sizeof(gid_t));
+  return 1 + (int)(len / sizeof(gid_t));
 #else
   (void)fd; (void)gids; (void)max;
   return -1;

@@ -191,6 +191,7 @@ class Ordering(DBusTest):
             p.no_notify(0.2)  # at most one per contract per transaction
         self.assertEqual(got[-1][2], ["k.a", "k.b"])  # every-transaction: all changed keypaths
 
+    @harness.bus_only("a monitor sees the order of Notify signals")
     def test_several_peers_follow_pass_order(self):
         a, b, c, w = self.env.peer(), self.env.peer(), self.env.peer(), self.env.peer()
         mon = Monitor(self.env.address)
@@ -665,6 +666,7 @@ class Ordoctl(DBusTest):
             self.assertEqual(r.returncode, 2, (name, r.stderr))
             self.assertIn("is not a D-Bus bus name", r.stderr)
 
+    @harness.bus_only("--name picks the service on the bus")
     def test_plain_watch_exits_when_the_service_goes_away(self):
         # A second ordod under its own name, stopped while the watch runs.
         env = self.env
@@ -754,6 +756,7 @@ class Examples(DBusTest):
 class CHost(CHostCase):
     """A C program publishing its own bus (ordo_dbus_publish/fd/dispatch)."""
 
+    @harness.bus_only("a monitor sees the order of Notify signals")
     def test_levels_priorities_and_host_contracts(self):
         a, b, w = self.peers(3)
         mon = Monitor(self.env.address)
