@@ -48,6 +48,15 @@ final class Link: @unchecked Sendable {
   private var busEndpoint: Endpoint?
   private var direct: [String: Endpoint] = [:]
   private var directCount = 0
+  /// The direct peers not yet authenticated, and when they must be.
+  private var unauthenticated: [String: Int64] = [:]
+  /// A direct peer that has not authenticated within this many
+  /// milliseconds is disconnected; beyond ``maxUnauthenticated`` such
+  /// peers, new connections are closed at once (the system bus daemon's
+  /// `auth_timeout` and `max_incomplete_connections`): connections that
+  /// never authenticate cannot use up the service's file descriptors.
+  static let authTimeoutMs: Int64 = 5000
+  static let maxUnauthenticated = 64
 
   // Loop-thread state.
   private var watches: [Int32: [OpaquePointer]] = [:]
@@ -189,6 +198,10 @@ final class Link: @unchecked Sendable {
   /// limited to ``maxIncomingBytes`` per message, and authenticated by
   /// ``allowUser``.
   private func adopt(_ raw: OpaquePointer) {
+    guard unauthenticated.count < Self.maxUnauthenticated else {
+      dbus_connection_close(raw)
+      return
+    }
     directCount += 1
     let name = Self.directPrefix + String(directCount)
     let c = Connection(accepted: raw)
@@ -200,6 +213,22 @@ final class Link: @unchecked Sendable {
         return allow(uid) ? 1 : 0
       }, Unmanaged.passUnretained(self).toOpaque(), nil)
     direct[name] = hook(c, peer: name)
+    unauthenticated[name] = Connection.nowMs() + Self.authTimeoutMs
+  }
+
+  /// Forgets the direct peers that authenticated or left, and disconnects
+  /// those whose time to authenticate is up.
+  private func checkAuthentication(_ now: Int64) {
+    for (name, deadline) in unauthenticated {
+      guard let e = direct[name], dbus_connection_get_is_authenticated(e.connection.raw) == 0 else {
+        unauthenticated[name] = nil
+        continue
+      }
+      if deadline <= now {
+        unauthenticated[name] = nil
+        disconnect(name, reason: "it did not authenticate within \(Self.authTimeoutMs) ms")
+      }
+    }
   }
 
   /// The number of direct peers connected.
@@ -389,7 +418,10 @@ final class Link: @unchecked Sendable {
     var wait = timeoutMs
     if !inbox.isEmpty || pendingEndpoint() != nil { wait = 0 }
     let now = Connection.nowMs()
-    if let next = timeouts.values.min() {
+    // libdbus' next timeout, or a direct peer's time to authenticate.
+    var next = timeouts.values.min()
+    if let auth = unauthenticated.values.min() { next = min(next ?? auth, auth) }
+    if let next {
       let left = Int32(clamping: max(0, next - now))
       wait = wait < 0 ? left : min(wait, left)
     }
@@ -404,6 +436,7 @@ final class Link: @unchecked Sendable {
         handleWatches(fds[i], evs[i])
       }
     }
+    if !unauthenticated.isEmpty { checkAuthentication(Connection.nowMs()) }
     if !timeouts.isEmpty {
       let t = Connection.nowMs()
       for (timeout, deadline) in timeouts where deadline <= t {

@@ -246,6 +246,16 @@ class HostilePeers(DirectTest):
         self.assertIn("does not read", self.env.log())
         self.assert_serving()
 
+    def test_a_peer_that_does_not_authenticate_is_disconnected(self):
+        stalled = raw_connect(self.path, authenticate=False)
+        stalled.sendall(b"\0AUTH EXTERNAL ")  # and nothing more
+        self.assert_serving()
+        started = time.monotonic()
+        self.assertTrue(closed_by_peer(stalled, timeout=15), "ordod kept a connection that never authenticated")
+        self.assertGreater(time.monotonic() - started, 3)  # after its auth timeout (5 s), not at once
+        stalled.close()
+        self.assertIn("did not authenticate within 5000 ms", self.env.log())
+
     def test_five_hundred_connections_opened_and_dropped(self):
         keep = self.peer()
         keep.register("keep", ["k"])
