@@ -13,7 +13,9 @@ let usage = """
 
   Serves an Ordo bus as dev.ordo.Bus1 at /dev/ordo/Bus on D-Bus.
   With DBUS_SESSION_BUS_ADDRESS set it uses the session bus; otherwise it
-  starts a private dbus-daemon and stops it on exit. Once it serves, it
+  starts a private dbus-daemon and stops it on exit (with XDG_RUNTIME_DIR
+  set, at the stable address unix:path=$XDG_RUNTIME_DIR/ordo/NAME/bus, taking
+  over the daemon a killed ordod left there). Once it serves, it
   prints DBUS_SESSION_BUS_ADDRESS=<address> on standard output, then, with
   --listen, ORDO_ADDRESS=<addresses> (the direct sockets, ';'-separated).
 
@@ -198,10 +200,12 @@ if !noBus && address == nil && !systemBus {
   let session = getenv("DBUS_SESSION_BUS_ADDRESS").map { String(cString: $0) } ?? ""
   if forcePrivate || session.isEmpty {
     do {
-      let d = try PrivateDaemon(quiet: logLevel < .debug)
+      let d = try PrivateDaemon(quiet: logLevel < .debug, stable: PrivateDaemon.stableDirectory(for: name))
       daemon = d
       address = d.address
-      if logLevel >= .info { logger(.info, "started a private dbus-daemon (pid \(d.pid))") }
+      if logLevel >= .info {
+        logger(.info, d.reused ? "took over the private dbus-daemon a previous ordod left (pid \(d.pid))" : "started a private dbus-daemon (pid \(d.pid))")
+      }
     } catch {
       fail(error.message, code: 1)
     }

@@ -813,6 +813,7 @@ class Daemon(unittest.TestCase):
     def test_private_daemon_mode_and_clean_exit(self):
         env = dict(os.environ)
         env.pop("DBUS_SESSION_BUS_ADDRESS", None)
+        env.pop("XDG_RUNTIME_DIR", None)  # a temporary directory (test_direct.py: the stable one)
         p = spawn([ORDOD], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         try:
             line = read_line(p.stdout, 20, "ordod's address line")

@@ -202,6 +202,57 @@ class SocketActivation(unittest.TestCase):
         self.assertTrue(os.path.exists(path))  # systemd's socket: not ordod's to remove
 
 
+class PrivateBusRestart(unittest.TestCase):
+    """ordod's private dbus-daemon under $XDG_RUNTIME_DIR: one address across
+    restarts, the daemon a killed ordod left taken over (its clients stay
+    connected), a second ordod for the same name refused."""
+
+    def test_stable_address_takeover_after_kill_and_clean_exit(self):
+        env = Env(start_ordod=False)
+        self.addCleanup(env.close)
+        run = os.path.join(env.dir, "run")
+        os.mkdir(run, 0o700)
+        e = dict(os.environ, XDG_RUNTIME_DIR=run)
+        e.pop("DBUS_SESSION_BUS_ADDRESS", None)
+        bus_dir = os.path.join(run, "ordo", harness.NAME)
+        address = "unix:path=" + os.path.join(bus_dir, "bus")
+
+        def start():
+            log = open(env.log_path, "ab")
+            p = spawn([ORDOD, "--log-level", "debug"], stdout=subprocess.PIPE, stderr=log, env=e)
+            log.close()
+            return p
+
+        first = start()
+        self.assertEqual(read_line(first.stdout, 20, "ordod's address"), "DBUS_SESSION_BUS_ADDRESS=" + address)
+        with open(os.path.join(bus_dir, "dbus-daemon.pid")) as f:
+            daemon_pid = int(f.read())
+        self.addCleanup(lambda: os.kill(daemon_pid, 9) if os.path.exists(f"/proc/{daemon_pid}") else None)
+        second = start()
+        self.assertEqual(second.wait(timeout=20), 1)
+        self.assertIn("another ordod serves the private bus at " + bus_dir, env.log())
+        client = harness.Peer(address)
+        self.addCleanup(client.close)
+        self.assertGreater(client.commit({"a": ("x", 1)}), 0)
+        first.kill()
+        first.wait(timeout=10)
+        self.assertTrue(os.path.exists(f"/proc/{daemon_pid}"))  # left behind by kill -9
+        again = start()
+        env.ordod = again
+        self.assertEqual(read_line(again.stdout, 20, "ordod's address"), "DBUS_SESSION_BUS_ADDRESS=" + address)
+        self.assertIn(f"took over the private dbus-daemon a previous ordod left (pid {daemon_pid})", env.log())
+        # The client connected before the kill reaches the new ordod on the same daemon.
+        self.assertGreater(client.commit({"a": ("x", 2)}), 0)
+        client.close()
+        self.assertEqual(stop(again), 0)
+        env.ordod = None
+        deadline = time.monotonic() + 10
+        while os.path.exists(f"/proc/{daemon_pid}") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.assertFalse(os.path.exists(f"/proc/{daemon_pid}"), "the private dbus-daemon outlived a clean exit")
+        self.assertFalse(os.path.exists(bus_dir))
+
+
 class HostilePeers(DirectTest):
     def ordod_args(self):
         return ("--max-outgoing-bytes", "1000000")
