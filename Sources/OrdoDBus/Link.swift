@@ -231,9 +231,6 @@ final class Link: @unchecked Sendable {
     }
   }
 
-  /// The number of direct peers connected.
-  var directPeers: Int { direct.count }
-
   /// The socket credentials of direct peer `name`: its uid, its groups
   /// (nil when the kernel does not report them) and its pid; nil when it
   /// is not a connected, authenticated direct peer.
@@ -377,8 +374,8 @@ final class Link: @unchecked Sendable {
   /// disconnected. Loop thread.
   private func transmit(_ m: DBusMessageRef, _ droppable: Bool) {
     let target: Endpoint
-    if let d = dbus_message_get_destination(m.raw).map({ String(cString: $0) }), d.hasPrefix(Self.directPrefix) {
-      guard let e = direct[d] else { return }
+    if let d = dbus_message_get_destination(m.raw), strncmp(d, Self.directPrefix, Self.directPrefix.utf8.count) == 0 {
+      guard let e = direct[String(cString: d)] else { return }
       dbus_message_set_destination(m.raw, nil)
       target = e
     } else {
@@ -416,7 +413,7 @@ final class Link: @unchecked Sendable {
     }
     flushOutbox()
     var wait = timeoutMs
-    if !inbox.isEmpty || pendingEndpoint() != nil { wait = 0 }
+    if !inbox.isEmpty || hasDataToDispatch { wait = 0 }
     let now = Connection.nowMs()
     // libdbus' next timeout, or a direct peer's time to authenticate.
     var next = timeouts.values.min()
@@ -455,10 +452,10 @@ final class Link: @unchecked Sendable {
     return true
   }
 
-  /// A connection with messages read and not yet dispatched.
-  private func pendingEndpoint() -> Endpoint? {
-    if let busEndpoint, busEndpoint.connection.hasDataToDispatch { return busEndpoint }
-    return direct.values.first { $0.connection.hasDataToDispatch }
+  /// Whether a connection has messages read and not yet dispatched.
+  private var hasDataToDispatch: Bool {
+    if let busEndpoint, busEndpoint.connection.hasDataToDispatch { return true }
+    return direct.values.contains { $0.connection.hasDataToDispatch }
   }
 
   private func dispatchIncoming() {
@@ -473,11 +470,22 @@ final class Link: @unchecked Sendable {
         }
         flushOutbox()
       }
-      guard let e = pendingEndpoint() else { return }
-      e.connection.dispatch()
-      budget -= 1
+      // One message from each connection that has one, in turns: a peer
+      // that floods the service does not hold the others back.
+      var dispatched = false
+      if let busEndpoint, busEndpoint.connection.hasDataToDispatch {
+        busEndpoint.connection.dispatch()
+        budget -= 1
+        dispatched = true
+      }
+      for e in direct.values where e.connection.hasDataToDispatch {
+        e.connection.dispatch()
+        budget -= 1
+        dispatched = true
+      }
+      guard dispatched else { return }
     }
-    if budget == 0 { wake() }
+    wake()
   }
 
   /// libdbus' filter: method calls (and the signals ``acceptSignal`` takes
