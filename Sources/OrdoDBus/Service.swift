@@ -140,20 +140,17 @@ public final class DBusService: @unchecked Sendable {
     self.logger = logger
     policyBox = PThreadLocked(policy)
     policyOn.store(policy != nil, ordering: .relaxed)
-    do {
-      let connection = busDaemon ? try Connection(address: address, system: systemBus) : nil
-      link = try Link(connection: connection)
-      if let connection {
+    let connection: Connection?
+    do { connection = busDaemon ? try Connection(address: address, system: systemBus) : nil } catch { throw OrdoError(.dbus, error.message) }
+    link = try Link(connection: connection)
+    if let connection {
+      do {
         // One match rule tells us about every peer that leaves.
         try connection.addMatch(
           "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',interface='org.freedesktop.DBus',member='NameOwnerChanged',arg2=''"
         )
         try connection.requestName(name)
-      }
-    } catch let error as OrdoRemoteError {
-      throw OrdoError(.dbus, error.message)
-    } catch {
-      throw error as! OrdoError
+      } catch { throw OrdoError(.dbus, error.message) }
     }
     link.maxOutgoingBytes = limits.maxOutgoingBytes
     link.maxIncomingBytes = limits.maxMessageBytes

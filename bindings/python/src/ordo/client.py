@@ -338,7 +338,8 @@ class Client:
 
     @property
     def unique_name(self) -> str:
-        """This connection's unique name on the bus."""
+        """This connection's unique name on the bus (on a direct connection,
+        a label made by this client: the service names its peers)."""
         return self._conn.unique_name if self._conn is not None else ""
 
     @property
