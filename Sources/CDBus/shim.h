@@ -8,11 +8,6 @@
 #ifndef ORDO_CDBUS_SHIM_H
 #define ORDO_CDBUS_SHIM_H
 
-// struct ucred (SO_PEERCRED).
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <dbus/dbus.h>
 #include <stdint.h>
 #include <string.h>
@@ -176,7 +171,10 @@ static inline dbus_bool_t ordo_server_external_only(DBusServer *server) {
 // not report them. Writes at most max gids and returns how many there are.
 static inline int ordo_peer_groups(int fd, uint32_t *gids, int max) {
 #ifdef SO_PEERGROUPS
-  struct ucred cred;
+  // struct ucred's layout (declared by glibc only with _GNU_SOURCE, which
+  // this module must not define: its system headers would differ from
+  // other modules').
+  struct { pid_t pid; uid_t uid; gid_t gid; } cred;
   socklen_t clen = sizeof cred;
   if (max < 1 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) return -1;
   gids[0] = cred.gid;
