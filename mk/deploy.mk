@@ -35,7 +35,8 @@ DEPLOY_SUBST  = sed -e 's|@SBINDIR@|$(SBINDIR)|g' -e 's|@BINDIR@|$(BINDIR)|g' -e
 SERVICE_FILES = $(SBINDIR)/ordod $(BINDIR)/ordoctl $(MANDIR)/man8/ordod.8 $(MANDIR)/man1/ordoctl.1 \
   $(DBUS_SYSTEM_CONFDIR)/dev.ordo.Bus.conf $(DBUS_SERVICESDIR)/dev.ordo.Bus.service \
   $(DBUS_SYSTEM_SERVICESDIR)/dev.ordo.Bus.service $(SYSTEMD_SYSTEMUNITDIR)/ordod.service \
-  $(SYSTEMD_USERUNITDIR)/ordod.service $(SYSCONFDIR)/ordo/policy.example
+  $(SYSTEMD_USERUNITDIR)/ordod.service $(SYSTEMD_SYSTEMUNITDIR)/ordod-direct.socket \
+  $(SYSTEMD_SYSTEMUNITDIR)/ordod-direct.service $(SYSCONFDIR)/ordo/policy.example
 
 .PHONY: service-build install-service uninstall-service test-deploy
 TEST_TARGETS += test-deploy
@@ -54,12 +55,15 @@ install-service: service-build
 	$(INSTALL) -m 0644 data/ordoctl.1 $(DESTDIR)$(MANDIR)/man1/ordoctl.1
 	$(INSTALL) -m 0644 data/dev.ordo.Bus.conf $(DESTDIR)$(DBUS_SYSTEM_CONFDIR)/dev.ordo.Bus.conf
 	$(INSTALL) -m 0644 data/policy.example $(DESTDIR)$(SYSCONFDIR)/ordo/policy.example
+	$(INSTALL) -m 0644 data/ordod-direct.socket $(DESTDIR)$(SYSTEMD_SYSTEMUNITDIR)/ordod-direct.socket
 	$(DEPLOY_SUBST) data/dev.ordo.Bus.session.service.in >$(DESTDIR)$(DBUS_SERVICESDIR)/dev.ordo.Bus.service
 	$(DEPLOY_SUBST) data/dev.ordo.Bus.system.service.in >$(DESTDIR)$(DBUS_SYSTEM_SERVICESDIR)/dev.ordo.Bus.service
 	$(DEPLOY_SUBST) data/ordod.service.in >$(DESTDIR)$(SYSTEMD_SYSTEMUNITDIR)/ordod.service
 	$(DEPLOY_SUBST) data/ordod.user.service.in >$(DESTDIR)$(SYSTEMD_USERUNITDIR)/ordod.service
+	$(DEPLOY_SUBST) data/ordod-direct.service.in >$(DESTDIR)$(SYSTEMD_SYSTEMUNITDIR)/ordod-direct.service
 	chmod 0644 $(DESTDIR)$(DBUS_SERVICESDIR)/dev.ordo.Bus.service $(DESTDIR)$(DBUS_SYSTEM_SERVICESDIR)/dev.ordo.Bus.service \
-	  $(DESTDIR)$(SYSTEMD_SYSTEMUNITDIR)/ordod.service $(DESTDIR)$(SYSTEMD_USERUNITDIR)/ordod.service
+	  $(DESTDIR)$(SYSTEMD_SYSTEMUNITDIR)/ordod.service $(DESTDIR)$(SYSTEMD_USERUNITDIR)/ordod.service \
+	  $(DESTDIR)$(SYSTEMD_SYSTEMUNITDIR)/ordod-direct.service
 
 uninstall-service:
 	rm -f $(addprefix $(DESTDIR),$(SERVICE_FILES))

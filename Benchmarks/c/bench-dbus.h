@@ -12,14 +12,16 @@
 #include <string.h>
 #include <time.h>
 
-/* A private connection to the bus daemon at address, registered on it; on
- * a failure calls fail(what, libdbus' message), which does not return. */
-static inline DBusConnection *bench_connect(const char *address, void (*fail)(const char *what, const char *detail)) {
+/* A private connection to the bus daemon at address, registered on it, or,
+ * direct, to a peer's socket there (peer to peer: no registration); on a
+ * failure calls fail(what, libdbus' message), which does not return. */
+static inline DBusConnection *bench_connect(const char *address, int direct,
+                                            void (*fail)(const char *what, const char *detail)) {
   DBusError err;
   dbus_error_init(&err);
   DBusConnection *c = dbus_connection_open_private(address, &err);
   if (!c) fail("connect", err.message);
-  if (!dbus_bus_register(c, &err)) fail("register on the bus", err.message);
+  if (!direct && !dbus_bus_register(c, &err)) fail("register on the bus", err.message);
   return c;
 }
 

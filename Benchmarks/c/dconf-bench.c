@@ -222,7 +222,7 @@ static const char *start_bus(void) {
 
 /* Waits until `name` has an owner on the bus. */
 static void wait_for_name(const char *address, const char *name) {
-  DBusConnection *c = bench_connect(address, die);
+  DBusConnection *c = bench_connect(address, 0, die);
   DBusError err;
   dbus_error_init(&err);
   double deadline = bench_now_s() + TIMEOUT_S;
@@ -316,7 +316,7 @@ static void register_watcher(DBusConnection *c) {
 /* ordod watcher: a contract reading bench.**; one Notify is one
  * notification. */
 static void ordod_watcher(const char *address) {
-  DBusConnection *c = bench_connect(address, die);
+  DBusConnection *c = bench_connect(address, 0, die);
   DBusMessage *m;
   DBusMessageIter it;
   register_watcher(c);
@@ -522,7 +522,7 @@ static void group_commit(const char *address, long committers) {
       close(go[1]);
       nchildren = 0;
       tmpdir[0] = 0;
-      DBusConnection *conn = bench_connect(address, die);
+      DBusConnection *conn = bench_connect(address, 0, die);
       char b;
       if (read(go[0], &b, 1) < 0) _exit(2);
       for (long i = 0; i < keys; i++) {
@@ -597,7 +597,7 @@ static void sync_block(int fd, char *block, long i) {
  * the Commits of one read from the socket share one sync_block() before
  * their messages go out (group commit, as ordod's). */
 static void floor_service(const char *address, const char *sync_dir) {
-  DBusConnection *c = bench_connect(address, die);
+  DBusConnection *c = bench_connect(address, 0, die);
   DBusError err;
   dbus_error_init(&err);
   if (dbus_bus_request_name(c, service, DBUS_NAME_FLAG_DO_NOT_QUEUE, &err) != DBUS_REQUEST_NAME_REPLY_PRIMARY_OWNER) {
@@ -815,7 +815,7 @@ int main(int argc, char **argv) {
   }
 
   if (target == DCONF) dconf_writer = dconf_client_new();
-  else ordod_writer = bench_connect(address, die);
+  else ordod_writer = bench_connect(address, 0, die);
 
   double *seen = calloc((size_t)keys, sizeof(double));
   double *sent = calloc((size_t)keys, sizeof(double));

@@ -203,7 +203,7 @@ int main(int argc, char **argv) {
   long batch = atol(argv[4]);
   if (rounds < 1 || batch < 1 || samples < 1) die("ROUNDS, BATCH and SAMPLES must be positive", NULL);
 
-  DBusConnection *driver = bench_connect(address, die), *observer = bench_connect(address, die);
+  DBusConnection *driver = bench_connect(address, 0, die), *observer = bench_connect(address, 0, die);
   ordo_client *client = NULL;
   if (ordo_client_connect(address, service, &client) != ORDO_OK) die("ordo_client_connect", ordo_last_error_message());
 

@@ -27,7 +27,7 @@ func runDBusClient(_ s: Settings) throws -> [BenchResult] {
     return unavailable("no C client program: `make bench` builds ordo-client-bench against the installed libordo.so")
   }
   let name = "dev.ordo.ClientBench"
-  let (daemon, started) = try startOrdod(ordod, name: name, scenario: "dbus-c-client")
+  let (daemon, started, _) = try startOrdod(ordod, name: name, scenario: "dbus-c-client")
   defer {
     daemon.process.terminate()
     daemon.finish()

@@ -379,17 +379,24 @@ func runCGObject(_ s: Settings) throws -> [BenchResult] {
 
 /// Starts `ordod` serving `name` with a private dbus-daemon; the child and
 /// the daemon's address (nil when ordod did not print it).
-func startOrdod(_ ordod: String, name: String, scenario: String) throws -> (child: Child, address: String?) {
+func startOrdod(_ ordod: String, name: String, scenario: String, listen: String? = nil) throws
+  -> (child: Child, address: String?, direct: String?)
+{
   progress("\(scenario): starting \(ordod) with a private dbus-daemon")
-  let daemon = try Child(ordod, ["--private", "--name", name, "--log-level", "warning"])
+  let daemon = try Child(ordod, ["--private", "--name", name, "--log-level", "warning"] + (listen.map { ["--listen", $0] } ?? []))
   var address: String?
+  var direct: String?
   while let line = daemon.readLine() {
     if line.hasPrefix("DBUS_SESSION_BUS_ADDRESS=") {
       address = String(line.dropFirst("DBUS_SESSION_BUS_ADDRESS=".count))
+      if listen == nil { break }
+    }
+    if line.hasPrefix("ORDO_ADDRESS=") {
+      direct = String(line.dropFirst("ORDO_ADDRESS=".count))
       break
     }
   }
-  return (daemon, address)
+  return (daemon, address, direct)
 }
 
 /// Scenario 5: D-Bus. Starts `ordod` with a private dbus-daemon, then runs
@@ -401,7 +408,11 @@ func startOrdod(_ ordod: String, name: String, scenario: String) throws -> (chil
 /// (built the usual way, and built body first as OrdoDBus builds Notify).
 /// `notify_per_s_via_commit`: the same when every change is a remote
 /// `Commit` call to ordod. `roundtrip_us`: Commit→Notify against a raw
-/// signal's trip and a Get call's. See Benchmarks/c/ordo-dbus-bench.c.
+/// signal's trip and a Get call's. The `dbus-direct` rows: the same ordod
+/// also listens on a socket of its own (`--listen`), and the same rounds
+/// measure the `Get` round trip, write-and-wait (`Commit`→reply), the
+/// Commit→Notify rate and trip over a direct connection against the bus
+/// daemon's. See Benchmarks/c/ordo-dbus-bench.c.
 func runDBus(_ s: Settings) throws -> [BenchResult] {
   let target = "vs raw-libdbus-signals >= 0.8"
   func unavailable(_ reason: String) -> [BenchResult] {
@@ -409,6 +420,8 @@ func runDBus(_ s: Settings) throws -> [BenchResult] {
       .unavailable("dbus", "notify_per_s", target: target, reason: reason),
       .unavailable("dbus", "notify_per_s_via_commit", target: "none", reason: reason),
       .unavailable("dbus", "roundtrip_us", target: "none", reason: reason),
+      .unavailable("dbus-direct", "get_roundtrip_us", target: directGetTarget, reason: reason),
+      .unavailable("dbus-direct", "notify_per_s_via_commit", target: directNotifyTarget, reason: reason),
     ]
   }
   guard let ordod = s.ordod, !ordod.isEmpty, access(ordod, X_OK) == 0 else {
@@ -419,20 +432,24 @@ func runDBus(_ s: Settings) throws -> [BenchResult] {
   }
   let host = s.hostBench.flatMap { !$0.isEmpty && access($0, X_OK) == 0 ? $0 : nil }
   let name = "dev.ordo.Bench"
-  let (daemon, started) = try startOrdod(ordod, name: name, scenario: "dbus")
+  let socket = "/tmp/ordo-bench-\(getpid()).socket"
+  let (daemon, started, direct) = try startOrdod(ordod, name: name, scenario: "dbus", listen: "unix:path=\(socket)")
   defer {
     daemon.process.terminate()
     daemon.finish()
   }
-  guard let address = started else { return unavailable("ordod did not start") }
+  guard let address = started, let direct else { return unavailable("ordod did not start") }
   let (rounds, batch, samples) = s.quick ? (3, 300, 30) : (s.reps, 2_000, 100)
   progress("dbus: measuring (\(rounds) rounds of \(batch) notifications and \(samples) round trips)")
-  let client = try Child(bench, [address, name, "\(rounds)", "\(batch)", "\(samples)"] + (host.map { [$0] } ?? []))
+  let client = try Child(bench, ["--direct", direct, address, name, "\(rounds)", "\(batch)", "\(samples)"] + (host.map { [$0] } ?? []))
   let figures = client.figures()
   guard client.process.terminationStatus == 0,
     let raw = figures["raw_signals_per_s"], let viaCommit = figures["ordo_commit_notify_per_s"],
     let viaCommitRatio = figures["ordo_commit_vs_raw"],
-    let rt = figures["ordo_roundtrip_us"], let rawRT = figures["raw_signal_us"], let get = figures["get_roundtrip_us"]
+    let rt = figures["ordo_roundtrip_us"], let rawRT = figures["raw_signal_us"], let get = figures["get_roundtrip_us"],
+    let wait = figures["commit_wait_us"], let directRate = figures["direct_commit_notify_per_s"],
+    let directRateRatio = figures["direct_vs_daemon_notify"], let directRT = figures["direct_roundtrip_us"],
+    let directGet = figures["direct_get_roundtrip_us"], let directWait = figures["direct_commit_wait_us"]
   else {
     // The program checks that every batch delivered what was sent.
     check(false, "dbus: the D-Bus benchmark program failed (exit \(client.process.terminationStatus))")
@@ -456,5 +473,24 @@ func runDBus(_ s: Settings) throws -> [BenchResult] {
   var latency = BenchResult(scenario: "dbus", metric: "roundtrip_us", ordo: rt, target: "none", met: nil)
   latency.comparators = [("raw-libdbus-signal", rawRT), ("get-method-roundtrip", get)]
   latency.ratios = [("vs raw-libdbus-signal", rt / rawRT), ("vs get-method-roundtrip", rt / get)]
-  return [notify, commit, latency]
+  var directGetRow = BenchResult(
+    scenario: "dbus-direct", metric: "get_roundtrip_us", ordo: directGet, target: directGetTarget, met: directGet / get <= 0.6)
+  directGetRow.comparators = [("daemon", get)]
+  directGetRow.ratios = [("vs daemon", directGet / get)]
+  var directWaitRow = BenchResult(scenario: "dbus-direct", metric: "commit_wait_us", ordo: directWait, target: "none", met: nil)
+  directWaitRow.comparators = [("daemon", wait)]
+  directWaitRow.ratios = [("vs daemon", directWait / wait)]
+  var directNotifyRow = BenchResult(
+    scenario: "dbus-direct", metric: "notify_per_s_via_commit", ordo: directRate, target: directNotifyTarget, met: directRateRatio >= 1.5)
+  directNotifyRow.comparators = [("daemon", viaCommit)]
+  directNotifyRow.ratios = [("vs daemon", directRateRatio)]
+  var directTripRow = BenchResult(scenario: "dbus-direct", metric: "roundtrip_us", ordo: directRT, target: "none", met: nil)
+  directTripRow.comparators = [("daemon", rt)]
+  directTripRow.ratios = [("vs daemon", directRT / rt)]
+  return [notify, commit, latency, directGetRow, directWaitRow, directNotifyRow, directTripRow]
 }
+
+/// The direct connection's targets (SPEC §16): a `Get` round trip at most
+/// 0.6× the bus daemon's, a Commit→Notify rate at least 1.5× its.
+let directGetTarget = "vs daemon <= 0.6"
+let directNotifyTarget = "vs daemon >= 1.5"

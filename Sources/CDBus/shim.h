@@ -15,6 +15,8 @@
 #include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 // Type codes.
 static const int ORDO_DBUS_TYPE_INVALID = DBUS_TYPE_INVALID;
@@ -154,6 +156,58 @@ static const int ORDO_EPOLL_CTL_DEL = EPOLL_CTL_DEL;
 static inline int ordo_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 static inline int ordo_eventfd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
 static inline int ordo_errno(void) { return errno; }
+
+// Direct connections (a DBusServer's peers).
+
+// Lets the server authenticate peers with EXTERNAL only: their identity
+// comes from the socket's credentials (SO_PEERCRED), never from a cookie.
+static inline dbus_bool_t ordo_server_external_only(DBusServer *server) {
+  const char *mechanisms[] = {"EXTERNAL", NULL};
+  return dbus_server_set_auth_mechanisms(server, mechanisms);
+}
+// The peer's groups as the kernel recorded them when it connected: its
+// primary group (SO_PEERCRED) first, then its supplementary groups
+// (SO_PEERGROUPS), as the bus daemon reports them; -1 where the kernel does
+// not report them. Writes at most max gids and returns how many there are.
+static inline int ordo_peer_groups(int fd, uint32_t *gids, int max) {
+#ifdef SO_PEERGROUPS
+  // struct ucred's layout (declared by glibc only with _GNU_SOURCE, which
+  // this module must not define: its system headers would differ from
+  // other modules').
+  struct { pid_t pid; uid_t uid; gid_t gid; } cred;
+  socklen_t clen = sizeof cred;
+  if (max < 1 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) return -1;
+  gids[0] = cred.gid;
+  socklen_t len = (socklen_t)((max - 1) * (int)sizeof(gid_t));
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, gids + 1, &len) < 0) {
+    if (errno == ERANGE) return 1 + (int)(len / sizeof(gid_t));
+    return -1;
+  }
+  return 1 + (int)(len / sizeof(gid_t));
+#else
+  (void)fd; (void)gids; (void)max;
+  return -1;
+#endif
+}
+// Whether a process accepts connections on the Unix socket at path:
+// 1 yes, 0 no (nothing listens: a stale socket file), -1 the connect
+// failed otherwise (errno says why).
+static inline int ordo_unix_socket_alive(const char *path) {
+  struct sockaddr_un addr;
+  memset(&addr, 0, sizeof addr);
+  addr.sun_family = AF_UNIX;
+  if (strlen(path) >= sizeof addr.sun_path) { errno = ENAMETOOLONG; return -1; }
+  strcpy(addr.sun_path, path);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  int r = connect(fd, (struct sockaddr *)&addr, sizeof addr);
+  int e = errno;
+  close(fd);
+  if (r == 0 || e == EAGAIN) return 1;
+  if (e == ECONNREFUSED) return 0;
+  errno = e;
+  return -1;
+}
 
 // The process environment (a C global Swift 6 will not read directly).
 extern char **environ;

@@ -1,5 +1,6 @@
 // Who a caller is and what it may do: its uid and groups from the bus
-// daemon (asked once per peer) and the `Access` its calls check.
+// daemon (asked once per peer) or, for a direct peer, from its socket's
+// credentials, and the `Access` its calls check.
 import CDBus
 import Ordo
 
@@ -53,10 +54,18 @@ extension DBusService {
   }
 
   /// The uid and gids the bus daemon reports for `sender`, asked once per
-  /// peer (`GetConnectionCredentials`) and forgotten when it leaves.
+  /// peer (`GetConnectionCredentials`) and forgotten when it leaves; for a
+  /// direct peer, its socket's credentials (the groups the kernel recorded,
+  /// as the bus daemon reports them).
   func identity(of sender: String) throws(OrdoServiceError) -> PeerIdentity {
     if let known = remote.peers[sender]?.identity { return known }
-    guard
+    if sender.hasPrefix(Link.directPrefix) {
+      guard let c = link.credentials(of: sender) else {
+        throw .accessDenied("\(sender)'s connection reports no Unix credentials, so it has no rights")
+      }
+      return remember(PeerIdentity(uid: c.uid, gids: c.gids ?? Self.groups(of: c.uid)), of: sender, pid: c.pid)
+    }
+    guard let connection = link.connection,
       let call = DBusMessageRef.methodCall(
         destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
         member: "GetConnectionCredentials")
@@ -64,7 +73,7 @@ extension DBusService {
     var w = call.writer()
     w.string(sender)
     let reply: DBusMessageRef
-    do { reply = try link.connection.call(call, timeoutMs: 5000) } catch {
+    do { reply = try connection.call(call, timeoutMs: 5000) } catch {
       throw .accessDenied("cannot learn who \(sender) is from the bus daemon (GetConnectionCredentials failed: \(error.name): \(error.message)), so it has no rights")
     }
     var uid: UInt32?
@@ -87,9 +96,13 @@ extension DBusService {
       }
     }
     guard let uid else { throw .accessDenied("the bus daemon reports no Unix user for \(sender), so it has no rights") }
-    let identity = PeerIdentity(uid: uid, gids: gids ?? Self.groups(of: uid))
+    return remember(PeerIdentity(uid: uid, gids: gids ?? Self.groups(of: uid)), of: sender, pid: nil)
+  }
+
+  /// Keeps `sender`'s identity until it leaves.
+  private func remember(_ identity: PeerIdentity, of sender: String, pid: UInt32?) -> PeerIdentity {
     remote.peer(sender).identity = identity
-    log(.debug, "\(sender) is \(identity)")
+    log(.debug, "\(sender) is \(identity)\(pid.map { " (pid \($0))" } ?? "")")
     return identity
   }
 

@@ -244,25 +244,55 @@ public final class OrdoClient {
   /// the call's serial: ``process(timeoutMs:)`` hands each reply to its own.
   var replyHandlers: [UInt32: (DBusMessageRef) -> Void] = [:]
 
-  /// Connects to `address` (nil: the session bus from
-  /// `DBUS_SESSION_BUS_ADDRESS`).
+  /// Connects to the bus daemon at `address`; with none, directly to the
+  /// service at `ORDO_ADDRESS` when that is set (as
+  /// ``init(direct:name:timeoutMs:)``), else to the session bus from
+  /// `DBUS_SESSION_BUS_ADDRESS`.
   ///
   /// - Throws: `org.freedesktop.DBus.Error.InvalidArgs` when `name` is not a
   ///   valid D-Bus bus name (nothing connected); `dev.ordo.Error.Dbus` when
   ///   the bus cannot be reached.
-  public init(address: String? = nil, name: String = ordoDefaultName, timeoutMs: Int32 = 10_000) throws(OrdoRemoteError) {
-    if let problem = busNameProblem(name) { throw OrdoRemoteError(name: DBusErrorName.invalidArgs, message: problem) }
+  public convenience init(address: String? = nil, name: String = ordoDefaultName, timeoutMs: Int32 = 10_000) throws(OrdoRemoteError) {
+    try Self.check(name)
+    if address == nil, let direct = getenv(ordoAddressVariable).map({ String(cString: $0) }), !direct.isEmpty {
+      self.init(connection: try Connection(direct: direct), name: name, timeoutMs: timeoutMs)
+    } else {
+      self.init(connection: try Connection(address: address), name: name, timeoutMs: timeoutMs)
+    }
+  }
+
+  /// Connects directly, peer to peer with no bus daemon, to a service's
+  /// listening socket at `address` (`ordod --listen`, SPEC §16), e.g.
+  /// `unix:path=/run/ordo/bus`. `name` only labels the calls: the socket
+  /// is the service's. Its `Notify` signals are accepted from that
+  /// connection, which nobody else can send on.
+  ///
+  /// - Throws: as ``init(address:name:timeoutMs:)``.
+  public convenience init(direct address: String, name: String = ordoDefaultName, timeoutMs: Int32 = 10_000) throws(OrdoRemoteError) {
+    try Self.check(name)
+    self.init(connection: try Connection(direct: address), name: name, timeoutMs: timeoutMs)
+  }
+
+  private init(connection: Connection, name: String, timeoutMs: Int32) {
     destination = name
     self.timeoutMs = timeoutMs
-    connection = try Connection(address: address)
-    if name.hasPrefix(":") { serviceOwner = name }
+    self.connection = connection
+    if connection.direct {
+      serviceOwner = Connection.directService
+    } else if name.hasPrefix(":") {
+      serviceOwner = name
+    }
+  }
+
+  private static func check(_ name: String) throws(OrdoRemoteError) {
+    if let problem = busNameProblem(name) { throw OrdoRemoteError(name: DBusErrorName.invalidArgs, message: problem) }
   }
 
   /// Learns who owns the service's name (`GetNameOwner`) and follows its
   /// changes (`NameOwnerChanged` from the bus daemon): done once, before
   /// the first contract is registered.
   private func followOwner() {
-    guard !followingOwner, !destination.hasPrefix(":") else { return }
+    guard !followingOwner, !destination.hasPrefix(":"), !connection.direct else { return }
     followingOwner = true
     try? connection.addMatch(
       "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(destination)'"

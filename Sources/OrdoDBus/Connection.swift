@@ -20,15 +20,19 @@ package func busNameProblem(_ name: String) -> String? {
     + "none starting with a digit, at most 255 bytes (or a unique name such as :1.42)"
 }
 
-/// One private libdbus connection (`DBusConnection *`), registered with its
-/// bus daemon and never exiting the process on disconnect. Its failures are
-/// ``OrdoRemoteError``s: the D-Bus error name and its message.
+/// One private libdbus connection (`DBusConnection *`), never exiting the
+/// process on disconnect: to a bus daemon (registered with it), or direct
+/// to a service's listening socket, or accepted by one (a peer-to-peer
+/// connection: no bus daemon, no unique name, no destinations). Its
+/// failures are ``OrdoRemoteError``s: the D-Bus error name and its message.
 final class Connection {
   /// The libdbus connection: handed to libdbus only by this type and by
   /// ``Link``, which installs its main-loop hooks on it.
   let raw: OpaquePointer
-  /// This connection's unique name on the bus daemon.
+  /// This connection's unique name on the bus daemon ("" when direct).
   let uniqueName: String
+  /// Whether it is a peer-to-peer connection (no bus daemon).
+  let direct: Bool
   private(set) var closed = false
 
   /// Connects to `address` (nil: the system bus with `system`, else the
@@ -39,28 +43,56 @@ final class Connection {
     var err = DBusError()
     dbus_error_init(&err)
     defer { dbus_error_free(&err) }
-    func failure(_ what: String) -> OrdoRemoteError {
-      OrdoRemoteError(name: DBusErrorName.dbus, message: "\(what): \(err.message.map { String(cString: $0) } ?? "unknown error")")
-    }
     let c: OpaquePointer
     if address == nil && system {
-      guard let s = dbus_bus_get_private(DBUS_BUS_SYSTEM, &err) else { throw failure("cannot connect to the system bus") }
+      guard let s = dbus_bus_get_private(DBUS_BUS_SYSTEM, &err) else { throw Self.failure("cannot connect to the system bus", err) }
       c = s
     } else {
       guard let address = address ?? getenv("DBUS_SESSION_BUS_ADDRESS").map({ String(cString: $0) }), !address.isEmpty else {
         throw OrdoRemoteError(name: DBusErrorName.dbus, message: "no session bus: DBUS_SESSION_BUS_ADDRESS is not set; pass an address")
       }
-      guard let o = dbus_connection_open_private(address, &err) else { throw failure("cannot connect to D-Bus at \(address)") }
-      if dbus_bus_register(o, &err) == 0 {
-        dbus_connection_close(o)
-        dbus_connection_unref(o)
-        throw failure("cannot register with the bus at \(address)")
+      c = try Self.open(address)
+      if dbus_bus_register(c, &err) == 0 {
+        dbus_connection_close(c)
+        dbus_connection_unref(c)
+        throw Self.failure("cannot register with the bus at \(address)", err)
       }
-      c = o
     }
     dbus_connection_set_exit_on_disconnect(c, 0)
     raw = c
+    direct = false
     uniqueName = dbus_bus_get_unique_name(c).map { String(cString: $0) } ?? ""
+  }
+
+  /// Connects to a service's listening socket at `address` (`ordod
+  /// --listen`), peer to peer.
+  init(direct address: String) throws(OrdoRemoteError) {
+    dbus_threads_init_default()
+    raw = try Self.open(address)
+    dbus_connection_set_exit_on_disconnect(raw, 0)
+    direct = true
+    uniqueName = ""
+  }
+
+  /// Takes a connection a listening socket accepted (``Link``'s direct
+  /// peers); it holds its own reference.
+  init(accepted c: OpaquePointer) {
+    raw = dbus_connection_ref(c)
+    dbus_connection_set_exit_on_disconnect(raw, 0)
+    direct = true
+    uniqueName = ""
+  }
+
+  private static func open(_ address: String) throws(OrdoRemoteError) -> OpaquePointer {
+    var err = DBusError()
+    dbus_error_init(&err)
+    defer { dbus_error_free(&err) }
+    guard let c = dbus_connection_open_private(address, &err) else { throw failure("cannot connect to D-Bus at \(address)", err) }
+    return c
+  }
+
+  private static func failure(_ what: String, _ err: DBusError) -> OrdoRemoteError {
+    OrdoRemoteError(name: DBusErrorName.dbus, message: "\(what): \(err.message.map { String(cString: $0) } ?? "unknown error")")
   }
 
   deinit {
@@ -68,15 +100,16 @@ final class Connection {
     dbus_connection_unref(raw)
   }
 
-  /// Writes what is queued (while connected) and closes the connection.
-  func close() {
+  /// Closes the connection, after writing what is queued when `flush` (a
+  /// blocking write: not for a peer that may not read).
+  func close(flush: Bool = true) {
     guard !closed else { return }
     closed = true
-    if dbus_connection_get_is_connected(raw) != 0 { dbus_connection_flush(raw) }
+    if flush && dbus_connection_get_is_connected(raw) != 0 { dbus_connection_flush(raw) }
     dbus_connection_close(raw)
   }
 
-  /// Whether the connection to the bus daemon is open.
+  /// Whether the connection is open.
   var isConnected: Bool { !closed && dbus_connection_get_is_connected(raw) != 0 }
 
   /// The socket, to poll beside other input; nil when closed.
@@ -105,8 +138,18 @@ final class Connection {
   @discardableResult
   func readWrite(timeoutMs: Int32) -> Bool { dbus_connection_read_write(raw, timeoutMs) != 0 }
 
-  /// The next message read, if any.
-  func popMessage() -> DBusMessageRef? { dbus_connection_pop_message(raw).map { DBusMessageRef(owning: $0) } }
+  /// The name a direct connection's messages are read as coming from (the
+  /// service at the other end: peer-to-peer messages carry no sender, and
+  /// nothing else can send on that connection).
+  static let directService = ":direct.service"
+
+  /// The next message read, if any (on a direct connection, with
+  /// ``directService`` as its sender).
+  func popMessage() -> DBusMessageRef? {
+    guard let m = dbus_connection_pop_message(raw) else { return nil }
+    if direct { dbus_message_set_sender(m, Self.directService) }
+    return DBusMessageRef(owning: m)
+  }
 
   /// Whether messages read wait for ``dispatch()``.
   var hasDataToDispatch: Bool { dbus_connection_get_dispatch_status(raw) == DBUS_DISPATCH_DATA_REMAINS }

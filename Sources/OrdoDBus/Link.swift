@@ -1,6 +1,7 @@
-// The service's main loop: one thread drives the ``Connection`` (epoll over
-// libdbus' watches and timeouts), other threads queue messages and wake it.
-// Also `PThreadLocked`, the lock the loop's hand-over uses.
+// The service's main loop: one thread drives its ``Connection``s (the bus
+// daemon's and its direct peers') and its listening sockets' servers
+// (epoll over libdbus' watches and timeouts), other threads queue messages
+// and wake it. Also `PThreadLocked`, the lock the loop's hand-over uses.
 import CDBus
 import Ordo
 import Synchronization
@@ -9,32 +10,59 @@ import Synchronization
 import Glibc
 #endif
 
-/// The service's main loop over one ``Connection``, driven by one thread at
-/// a time.
+/// The service's main loop over its ``Connection``s, driven by one thread at
+/// a time: the connection to the bus daemon (if any) and the direct peers'
+/// connections its listening sockets (``Listener``) accept.
 ///
 /// libdbus stalls when several threads send and dispatch on one connection,
-/// so a `Link` owns its connection: the thread that calls ``step(timeoutMs:)``
-/// (the loop thread) handles the connection's watches and timeouts through
-/// an epoll set, dispatches incoming messages one at a time to ``handler``
+/// so a `Link` owns its connections: the thread that calls ``step(timeoutMs:)``
+/// (the loop thread) handles their watches and timeouts (and the listening
+/// servers') through one epoll set, dispatches incoming messages one at a
+/// time to ``handler``
 /// (outside libdbus' own dispatch, so a handler may do anything), and sends
 /// what was queued with ``send(_:droppable:)``. Other threads only queue
 /// messages and write an eventfd that wakes the loop. The loop thread, when
 /// it sends outside ``step(timeoutMs:)`` (a host committing on the thread
 /// that dispatches), hands the message to libdbus at once. The epoll fd
 /// (``fd``) is readable whenever the link has work: a host can poll it.
+///
+/// A direct peer has no bus daemon to name it: the link names it
+/// (``directPrefix`` and a number), stamps that name as the sender of each
+/// method call it sends, routes messages addressed to that name to its
+/// connection (without the destination, which peer-to-peer messages do not
+/// carry), and reports its leaving to ``peerClosed`` once the calls it sent
+/// before are handled.
 final class Link: @unchecked Sendable {
-  let connection: Connection
-  private var conn: OpaquePointer { connection.raw }
+  /// The connection to the bus daemon; nil when the service answers on its
+  /// listening sockets only.
+  let connection: Connection?
   /// Readable when ``step(timeoutMs:)`` has work to do.
   let fd: Int32
   private let wakefd: Int32
-  var uniqueName: String { connection.uniqueName }
+  var uniqueName: String { connection?.uniqueName ?? "" }
+
+  /// The names of direct peers start with this (a bus daemon's unique names
+  /// are numbers: `:1.42`).
+  static let directPrefix = ":direct."
+  /// The bus daemon's connection, then the direct peers' by name.
+  private var busEndpoint: Endpoint?
+  private var direct: [String: Endpoint] = [:]
+  private var directCount = 0
+  /// The direct peers not yet authenticated, and when they must be.
+  private var unauthenticated: [String: Int64] = [:]
+  /// A direct peer that has not authenticated within this many
+  /// milliseconds is disconnected; beyond ``maxUnauthenticated`` such
+  /// peers, new connections are closed at once (the system bus daemon's
+  /// `auth_timeout` and `max_incomplete_connections`): connections that
+  /// never authenticate cannot use up the service's file descriptors.
+  static let authTimeoutMs: Int64 = 5000
+  static let maxUnauthenticated = 64
 
   // Loop-thread state.
   private var watches: [Int32: [OpaquePointer]] = [:]
   private var polled: Set<Int32> = []
   private var timeouts: [OpaquePointer: Int64] = [:]
-  private var inbox: [DBusMessageRef] = []
+  private var inbox: [Incoming] = []
   private var closed = false
   /// Depth of ``step(timeoutMs:)`` calls (nested while a writer is awaited)
   /// and ``queueing(_:)`` bodies: sends are queued while it is above 0.
@@ -45,8 +73,18 @@ final class Link: @unchecked Sendable {
   /// Called on the loop thread for each incoming method call and for each
   /// signal the filter accepts.
   var handler: ((DBusMessageRef) -> Void)?
-  /// Whether the filter takes a signal (else libdbus' defaults apply).
+  /// Whether the filter takes a signal from the bus daemon's connection
+  /// (else libdbus' defaults apply).
   var acceptSignal: ((DBusMessageRef) -> Bool)?
+  /// Called on the loop thread when a direct peer's connection closed (or
+  /// was closed: the reason), after the calls it sent were handled.
+  var peerClosed: ((String, String?) -> Void)?
+  /// Whether a direct peer connecting as this uid may authenticate
+  /// (nil: libdbus' rule, the service's own uid only). Loop thread.
+  var allowUser: ((UInt) -> Bool)?
+  /// The largest message a direct peer may send: a larger one closes its
+  /// connection (libdbus reads no further).
+  var maxIncomingBytes = Int(ORDO_DBUS_MAXIMUM_MESSAGE_LENGTH)
 
   /// When the connection's outgoing queue holds more than this many bytes,
   /// droppable messages (Notify signals) are dropped and counted.
@@ -61,38 +99,169 @@ final class Link: @unchecked Sendable {
   /// Messages handed to libdbus so far.
   var sent: UInt64 { sentCount.load(ordering: .relaxed) }
 
-  /// Connects to `address` (nil: the session bus, or with `system` the
-  /// system bus) and registers with the bus daemon.
-  init(address: String?, system: Bool = false) throws(OrdoError) {
-    do { connection = try Connection(address: address, system: system) } catch { throw OrdoError(.dbus, error.message) }
+  /// Drives `connection` (to a bus daemon; nil: none, the listening
+  /// sockets added with ``attach(server:)`` only).
+  init(connection: Connection?) throws(OrdoError) {
+    self.connection = connection
     fd = ordo_epoll_create()
     wakefd = ordo_eventfd()
     guard fd >= 0, wakefd >= 0 else {
       throw OrdoError(.dbus, "cannot create epoll/eventfd: errno \(ordo_errno())")
     }
     _ = ordo_epoll_ctl(fd, ORDO_EPOLL_CTL_ADD, wakefd, ORDO_EPOLLIN)
-    // Never let libdbus drop the connection over a large incoming message:
-    // the daemon enforces its own limit first; ours are checked per call.
-    dbus_connection_set_max_message_size(conn, Int(ORDO_DBUS_MAXIMUM_MESSAGE_LENGTH))
-    let me = Unmanaged.passUnretained(self).toOpaque()
-    dbus_connection_set_watch_functions(
-      conn,
-      { w, data in Link.from(data).addWatch(w!) },
-      { w, data in Link.from(data).removeWatch(w!) },
-      { w, data in Link.from(data).updateWatch(w!) },
-      me, nil)
-    dbus_connection_set_timeout_functions(
-      conn,
-      { t, data in Link.from(data).addTimeout(t!) },
-      { t, data in Link.from(data).removeTimeout(t!) },
-      { t, data in Link.from(data).toggleTimeout(t!) },
-      me, nil)
-    dbus_connection_set_wakeup_main_function(conn, { data in Link.from(data).libdbusWakeup() }, me, nil)
-    dbus_connection_add_filter(conn, { _, msg, data in Link.from(data).filter(msg!) }, me, nil)
+    if let connection {
+      // Never let libdbus drop the connection over a large incoming message:
+      // the daemon enforces its own limit first; ours are checked per call.
+      dbus_connection_set_max_message_size(connection.raw, Int(ORDO_DBUS_MAXIMUM_MESSAGE_LENGTH))
+      busEndpoint = hook(connection, peer: nil)
+    }
   }
 
   private static func from(_ data: UnsafeMutableRawPointer?) -> Link {
     Unmanaged<Link>.fromOpaque(data!).takeUnretainedValue()
+  }
+
+  /// One connection the loop drives: the bus daemon's (`peer` nil: its
+  /// messages carry their senders) or a direct peer's (`peer`: its name).
+  private final class Endpoint {
+    let connection: Connection
+    let peer: String?
+    unowned let link: Link
+
+    init(_ connection: Connection, peer: String?, link: Link) {
+      self.connection = connection
+      self.peer = peer
+      self.link = link
+    }
+
+    static func from(_ data: UnsafeMutableRawPointer?) -> Endpoint {
+      Unmanaged<Endpoint>.fromOpaque(data!).takeUnretainedValue()
+    }
+  }
+
+  /// What the loop hands to the service, in arrival order.
+  private enum Incoming {
+    case message(DBusMessageRef)
+    case closed(String, reason: String?)
+  }
+
+  // libdbus' main-loop hooks, shared by the connections and the servers.
+  private static let addWatchHook: DBusAddWatchFunction = { w, data in Link.from(data).addWatch(w!) }
+  private static let removeWatchHook: DBusRemoveWatchFunction = { w, data in Link.from(data).removeWatch(w!) }
+  private static let toggleWatchHook: DBusWatchToggledFunction = { w, data in Link.from(data).updateWatch(w!) }
+  private static let addTimeoutHook: DBusAddTimeoutFunction = { t, data in Link.from(data).addTimeout(t!) }
+  private static let removeTimeoutHook: DBusRemoveTimeoutFunction = { t, data in Link.from(data).removeTimeout(t!) }
+  private static let toggleTimeoutHook: DBusTimeoutToggledFunction = { t, data in Link.from(data).toggleTimeout(t!) }
+
+  /// Installs the loop's hooks and the message filter on a connection.
+  private func hook(_ c: Connection, peer: String?) -> Endpoint {
+    let e = Endpoint(c, peer: peer, link: self)
+    let me = Unmanaged.passUnretained(self).toOpaque()
+    dbus_connection_set_watch_functions(c.raw, Self.addWatchHook, Self.removeWatchHook, Self.toggleWatchHook, me, nil)
+    dbus_connection_set_timeout_functions(c.raw, Self.addTimeoutHook, Self.removeTimeoutHook, Self.toggleTimeoutHook, me, nil)
+    dbus_connection_set_wakeup_main_function(c.raw, { data in Link.from(data).libdbusWakeup() }, me, nil)
+    dbus_connection_add_filter(
+      c.raw, { _, msg, data in Endpoint.from(data).link.filter(msg!, Endpoint.from(data)) }, Unmanaged.passUnretained(e).toOpaque(), nil)
+    return e
+  }
+
+  /// Closes a connection (flushing it when `flush`) and takes the loop's
+  /// hooks off it.
+  private func unhook(_ e: Endpoint, flush: Bool) {
+    e.connection.close(flush: flush)
+    let raw = e.connection.raw
+    dbus_connection_set_watch_functions(raw, nil, nil, nil, nil, nil)
+    dbus_connection_set_timeout_functions(raw, nil, nil, nil, nil, nil)
+    dbus_connection_set_wakeup_main_function(raw, nil, nil, nil)
+  }
+
+  // MARK: Listening sockets and direct peers
+
+  /// Drives a listening socket's server (`DBusServer *`): its watches, and
+  /// each connection it accepts becomes a direct peer. Loop thread (or
+  /// before the loop runs).
+  func attach(server: OpaquePointer) {
+    let me = Unmanaged.passUnretained(self).toOpaque()
+    dbus_server_set_watch_functions(server, Self.addWatchHook, Self.removeWatchHook, Self.toggleWatchHook, me, nil)
+    dbus_server_set_timeout_functions(server, Self.addTimeoutHook, Self.removeTimeoutHook, Self.toggleTimeoutHook, me, nil)
+    dbus_server_set_new_connection_function(server, { _, c, data in Link.from(data).adopt(c!) }, me, nil)
+  }
+
+  /// Takes the loop's hooks off a server (before it is disconnected).
+  func detach(server: OpaquePointer) {
+    dbus_server_set_new_connection_function(server, nil, nil, nil)
+    dbus_server_set_watch_functions(server, nil, nil, nil, nil, nil)
+    dbus_server_set_timeout_functions(server, nil, nil, nil, nil, nil)
+  }
+
+  /// A connection a server accepted (not yet authenticated): named, hooked,
+  /// limited to ``maxIncomingBytes`` per message, and authenticated by
+  /// ``allowUser``.
+  private func adopt(_ raw: OpaquePointer) {
+    guard unauthenticated.count < Self.maxUnauthenticated else {
+      dbus_connection_close(raw)
+      return
+    }
+    directCount += 1
+    let name = Self.directPrefix + String(directCount)
+    let c = Connection(accepted: raw)
+    dbus_connection_set_max_message_size(raw, maxIncomingBytes)
+    dbus_connection_set_unix_user_function(
+      raw,
+      { _, uid, data in
+        guard let allow = Link.from(data).allowUser else { return uid == UInt(getuid()) ? 1 : 0 }
+        return allow(uid) ? 1 : 0
+      }, Unmanaged.passUnretained(self).toOpaque(), nil)
+    direct[name] = hook(c, peer: name)
+    unauthenticated[name] = Connection.nowMs() + Self.authTimeoutMs
+  }
+
+  /// Forgets the direct peers that authenticated or left, and disconnects
+  /// those whose time to authenticate is up.
+  private func checkAuthentication(_ now: Int64) {
+    for (name, deadline) in unauthenticated {
+      guard let e = direct[name], dbus_connection_get_is_authenticated(e.connection.raw) == 0 else {
+        unauthenticated[name] = nil
+        continue
+      }
+      if deadline <= now {
+        unauthenticated[name] = nil
+        disconnect(name, reason: "it did not authenticate within \(Self.authTimeoutMs) ms")
+      }
+    }
+  }
+
+  /// The socket credentials of direct peer `name`: its uid, its groups
+  /// (nil when the kernel does not report them) and its pid; nil when it
+  /// is not a connected, authenticated direct peer.
+  func credentials(of name: String) -> (uid: UInt32, gids: [UInt32]?, pid: UInt32?)? {
+    guard let c = direct[name]?.connection.raw else { return nil }
+    var uid: UInt = 0
+    guard dbus_connection_get_unix_user(c, &uid) != 0 else { return nil }
+    var pid: UInt = 0
+    let knownPid = dbus_connection_get_unix_process_id(c, &pid) != 0
+    var gids: [UInt32]?
+    var sock: Int32 = -1
+    if dbus_connection_get_socket(c, &sock) != 0 {
+      var list = [UInt32](repeating: 0, count: 64)
+      var n = ordo_peer_groups(sock, &list, Int32(list.count))
+      if n > list.count {
+        list = [UInt32](repeating: 0, count: Int(n))
+        n = ordo_peer_groups(sock, &list, n)
+      }
+      if n >= 0 { gids = Array(list.prefix(Int(n))) }
+    }
+    return (UInt32(clamping: uid), gids, knownPid ? UInt32(clamping: pid) : nil)
+  }
+
+  /// Closes direct peer `name`'s connection without flushing it; the
+  /// service learns it left (``peerClosed``, with `reason`) after what is
+  /// already queued from it.
+  func disconnect(_ name: String, reason: String) {
+    guard let e = direct.removeValue(forKey: name) else { return }
+    unhook(e, flush: false)
+    inbox.append(.closed(name, reason: reason))
+    wake()
   }
 
   deinit {
@@ -101,15 +270,19 @@ final class Link: @unchecked Sendable {
     Glibc.close(wakefd)
   }
 
-  /// Flushes what is queued and closes the connection. Loop thread.
+  /// Flushes what is queued and closes the connections (the direct peers'
+  /// with what their sockets take at once: a peer that does not read
+  /// holds nothing up). Loop thread.
   func close() {
     guard !closed else { return }
     closed = true
     flushOutbox()
-    connection.close()
-    dbus_connection_set_watch_functions(conn, nil, nil, nil, nil, nil)
-    dbus_connection_set_timeout_functions(conn, nil, nil, nil, nil, nil)
-    dbus_connection_set_wakeup_main_function(conn, nil, nil, nil)
+    for e in direct.values {
+      _ = dbus_connection_read_write(e.connection.raw, 0)
+      unhook(e, flush: false)
+    }
+    direct.removeAll()
+    if let busEndpoint { unhook(busEndpoint, flush: true) }
     inbox.removeAll()
     outbox.withLock { $0.removeAll() }
   }
@@ -194,20 +367,40 @@ final class Link: @unchecked Sendable {
   }
 
   /// Hands one message to libdbus (which writes it at once when the socket
-  /// takes it). Loop thread.
+  /// takes it): to the direct peer it is addressed to, else to the bus
+  /// daemon. A message for a direct peer that left goes nowhere; a direct
+  /// peer whose outgoing queue is over ``maxOutgoingBytes`` when a message
+  /// that may not be dropped is due (it does not read its replies) is
+  /// disconnected. Loop thread.
   private func transmit(_ m: DBusMessageRef, _ droppable: Bool) {
-    if droppable && maxOutgoingBytes > 0 && connection.outgoingSize > maxOutgoingBytes {
-      droppedCount.add(1, ordering: .relaxed)
-      return
+    let target: Endpoint
+    if let d = dbus_message_get_destination(m.raw), strncmp(d, Self.directPrefix, Self.directPrefix.utf8.count) == 0 {
+      guard let e = direct[String(cString: d)] else { return }
+      dbus_message_set_destination(m.raw, nil)
+      target = e
+    } else {
+      guard let busEndpoint else { return }
+      target = busEndpoint
     }
-    if connection.send(m) != nil { sentCount.add(1, ordering: .relaxed) }
+    if maxOutgoingBytes > 0 && target.connection.outgoingSize > maxOutgoingBytes {
+      if droppable {
+        droppedCount.add(1, ordering: .relaxed)
+        return
+      }
+      if let peer = target.peer {
+        disconnect(peer, reason: "it does not read: more than \(maxOutgoingBytes) bytes wait to be sent to it")
+        return
+      }
+    }
+    if target.connection.send(m) != nil { sentCount.add(1, ordering: .relaxed) }
   }
 
   // MARK: The loop
 
   /// Waits up to `timeoutMs` (-1: forever) for work, then handles the
   /// connection's I/O and timeouts, dispatches incoming messages and sends
-  /// queued ones. Returns false once the connection is closed.
+  /// queued ones. Returns false once the link or the connection to the bus
+  /// daemon is closed.
   @discardableResult
   func step(timeoutMs: Int32) -> Bool {
     guard !closed else { return false }
@@ -220,9 +413,12 @@ final class Link: @unchecked Sendable {
     }
     flushOutbox()
     var wait = timeoutMs
-    if !inbox.isEmpty || connection.hasDataToDispatch { wait = 0 }
+    if !inbox.isEmpty || hasDataToDispatch { wait = 0 }
     let now = Connection.nowMs()
-    if let next = timeouts.values.min() {
+    // libdbus' next timeout, or a direct peer's time to authenticate.
+    var next = timeouts.values.min()
+    if let auth = unauthenticated.values.min() { next = min(next ?? auth, auth) }
+    if let next {
       let left = Int32(clamping: max(0, next - now))
       wait = wait < 0 ? left : min(wait, left)
     }
@@ -237,6 +433,7 @@ final class Link: @unchecked Sendable {
         handleWatches(fds[i], evs[i])
       }
     }
+    if !unauthenticated.isEmpty { checkAuthentication(Connection.nowMs()) }
     if !timeouts.isEmpty {
       let t = Connection.nowMs()
       for (timeout, deadline) in timeouts where deadline <= t {
@@ -247,7 +444,7 @@ final class Link: @unchecked Sendable {
     }
     dispatchIncoming()
     flushOutbox()
-    if !connection.isConnected {
+    if let connection, !connection.isConnected {
       // Hand over what is left (the Disconnected signal, replies).
       dispatchIncoming()
       return false
@@ -255,26 +452,59 @@ final class Link: @unchecked Sendable {
     return true
   }
 
+  /// Whether a connection has messages read and not yet dispatched.
+  private var hasDataToDispatch: Bool {
+    if let busEndpoint, busEndpoint.connection.hasDataToDispatch { return true }
+    return direct.values.contains { $0.connection.hasDataToDispatch }
+  }
+
   private func dispatchIncoming() {
     var budget = 512
     while budget > 0 {
       while !inbox.isEmpty {
-        let m = inbox.removeFirst()
-        handler?(m)
+        switch inbox.removeFirst() {
+        case .message(let m): handler?(m)
+        case .closed(let name, let reason):
+          if let e = direct.removeValue(forKey: name) { unhook(e, flush: false) }
+          peerClosed?(name, reason)
+        }
         flushOutbox()
       }
-      guard connection.hasDataToDispatch else { return }
-      connection.dispatch()
-      budget -= 1
+      // One message from each connection that has one, in turns: a peer
+      // that floods the service does not hold the others back.
+      var dispatched = false
+      if let busEndpoint, busEndpoint.connection.hasDataToDispatch {
+        busEndpoint.connection.dispatch()
+        budget -= 1
+        dispatched = true
+      }
+      for e in direct.values where e.connection.hasDataToDispatch {
+        e.connection.dispatch()
+        budget -= 1
+        dispatched = true
+      }
+      guard dispatched else { return }
     }
-    if budget == 0 { wake() }
+    wake()
   }
 
-  private func filter(_ msg: OpaquePointer) -> DBusHandlerResult {
+  /// libdbus' filter: method calls (and the signals ``acceptSignal`` takes
+  /// from the bus daemon) go to the inbox. A direct peer's method call gets
+  /// the peer's name as its sender (whatever the peer wrote there); its
+  /// `Disconnected` is its leaving; anything else it sends is dropped.
+  private func filter(_ msg: OpaquePointer, _ e: Endpoint) -> DBusHandlerResult {
     let type = dbus_message_get_type(msg)
+    if let peer = e.peer {
+      if type == ORDO_DBUS_MESSAGE_TYPE_METHOD_CALL {
+        if dbus_message_set_sender(msg, peer) != 0 { inbox.append(.message(DBusMessageRef(retaining: msg))) }
+      } else if type == ORDO_DBUS_MESSAGE_TYPE_SIGNAL, dbus_message_is_signal(msg, "org.freedesktop.DBus.Local", "Disconnected") != 0 {
+        if direct[peer] != nil { inbox.append(.closed(peer, reason: nil)) }
+      }
+      return DBUS_HANDLER_RESULT_HANDLED
+    }
     let m = DBusMessageRef(retaining: msg)
     if type == ORDO_DBUS_MESSAGE_TYPE_METHOD_CALL || (type == ORDO_DBUS_MESSAGE_TYPE_SIGNAL && acceptSignal?(m) == true) {
-      inbox.append(m)
+      inbox.append(.message(m))
       return DBUS_HANDLER_RESULT_HANDLED
     }
     return DBUS_HANDLER_RESULT_NOT_YET_HANDLED

@@ -1,17 +1,23 @@
-// Peer tracking: the bus daemon's `NameOwnerChanged` tells which peer left;
-// its contracts, trace subscription and owned values go with it.
+// Peer tracking: the bus daemon's `NameOwnerChanged` (or a direct peer's
+// closed connection) tells which peer left; its contracts, trace
+// subscription and owned values go with it.
 import CDBus
 import Ordo
 
 extension DBusService {
   /// A `NameOwnerChanged` from the bus daemon: a unique name that lost its
-  /// owner is a peer that left. Its writer awaited now is timed out; its
-  /// contracts are removed at once, or after the calls queued before it.
+  /// owner is a peer that left.
   func handleSignal(_ m: DBusMessageRef) {
     guard m.member == "NameOwnerChanged", m.signature == "sss" else { return }
     var r = m.reader()
     guard let name = try? r.string("name"), let _ = try? r.string("old"), let new = try? r.string("new") else { return }
     guard name.hasPrefix(":"), new.isEmpty else { return }
+    peerLeft(name)
+  }
+
+  /// Peer `name` left. Its writer awaited now is timed out; its contracts
+  /// are removed at once, or after the calls queued before it.
+  func peerLeft(_ name: String) {
     dropTraceSubscriber(name)
     // A peer that left with calls still queued (a Register waiting for the
     // pass) leaves after them, so that nothing it registered outlives it.

@@ -64,7 +64,7 @@ public final class DBusService: @unchecked Sendable {
   public let bus: Bus
   /// The well-known name owned.
   public let name: String
-  /// This connection's unique name on the bus daemon.
+  /// This connection's unique name on the bus daemon ("" without one).
   public var uniqueName: String { link.uniqueName }
   /// The limits in force.
   public let limits: ServiceLimits
@@ -75,6 +75,8 @@ public final class DBusService: @unchecked Sendable {
   let logger: (@Sendable (LogLevel, String) -> Void)?
   let stopFlag = Atomic<Bool>(false)
   var closed = false
+  /// The listening sockets of direct connections (Listener.swift).
+  var listeners: [Listener] = []
 
   // Peers and their remote contracts (Peers.swift, Methods+Contracts.swift).
   /// Loop-thread state: the remote contracts, indexed by id and by peer.
@@ -120,14 +122,16 @@ public final class DBusService: @unchecked Sendable {
 
   /// Connects to `address` (nil: the session bus; `systemBus`: the system
   /// bus), owns `name` and starts answering on the thread that then calls
-  /// ``run()`` or ``dispatch(timeoutMs:)``. With a `policy`, each peer has
-  /// the rights it grants to its uid and gids (``setPolicy(_:)`` replaces it).
+  /// ``run()`` or ``dispatch(timeoutMs:)``. Without `busDaemon` it connects
+  /// to no bus daemon and answers only the direct connections of the
+  /// sockets ``listen(_:)`` adds. With a `policy`, each peer has the rights
+  /// it grants to its uid and gids (``setPolicy(_:)`` replaces it).
   ///
   /// - Throws: ``OrdoError/Code/invalidArgument`` when `name` is not a valid
   ///   D-Bus bus name (nothing connected); ``OrdoError/Code/dbus`` when the
   ///   bus cannot be reached or the name is owned by another connection.
   public init(
-    bus: Bus, address: String? = nil, systemBus: Bool = false, name: String = ordoDefaultName,
+    bus: Bus, address: String? = nil, systemBus: Bool = false, name: String = ordoDefaultName, busDaemon: Bool = true,
     limits: ServiceLimits = ServiceLimits(), policy: Policy? = nil,
     logLevel: LogLevel = .warning, logger: (@Sendable (LogLevel, String) -> Void)? = nil
   ) throws(OrdoError) {
@@ -139,20 +143,29 @@ public final class DBusService: @unchecked Sendable {
     self.logger = logger
     policyBox = PThreadLocked(policy)
     policyOn.store(policy != nil, ordering: .relaxed)
-    link = try Link(address: address, system: systemBus)
+    let connection: Connection?
+    do { connection = busDaemon ? try Connection(address: address, system: systemBus) : nil } catch { throw OrdoError(.dbus, error.message) }
+    link = try Link(connection: connection)
+    if let connection {
+      do {
+        // One match rule tells us about every peer that leaves.
+        try connection.addMatch(
+          "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',interface='org.freedesktop.DBus',member='NameOwnerChanged',arg2=''"
+        )
+        try connection.requestName(name)
+      } catch { throw OrdoError(.dbus, error.message) }
+    }
     link.maxOutgoingBytes = limits.maxOutgoingBytes
+    link.maxIncomingBytes = limits.maxMessageBytes
     link.acceptSignal = { m in
       m.sender == "org.freedesktop.DBus" && m.interface == "org.freedesktop.DBus" && m.member == "NameOwnerChanged"
     }
-    do {
-      // One match rule tells us about every peer that leaves.
-      try link.connection.addMatch(
-        "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',interface='org.freedesktop.DBus',member='NameOwnerChanged',arg2=''"
-      )
-      try link.connection.requestName(name)
-    } catch { throw OrdoError(.dbus, error.message) }
     link.handler = { [unowned self] m in self.handle(m) }
-    log(.info, "serving \(ordoInterface) at \(ordoObjectPath) as \(name) (\(link.uniqueName))")
+    link.peerClosed = { [unowned self] name, reason in self.directPeerClosed(name, reason: reason) }
+    // Without a policy a direct peer must be this process's user (as on a
+    // session bus); with one, any user connects and the policy decides.
+    link.allowUser = { [unowned self] uid in self.policyOn.load(ordering: .relaxed) || uid == UInt(getuid()) }
+    if busDaemon { log(.info, "serving \(ordoInterface) at \(ordoObjectPath) as \(name) (\(link.uniqueName))") }
   }
 
   deinit { close() }
@@ -190,8 +203,8 @@ public final class DBusService: @unchecked Sendable {
   public var fd: Int32 { link.fd }
 
   /// Waits up to `timeoutMs` (-1: forever, 0: not at all) for messages and
-  /// handles them. Returns false once the connection to the bus daemon is
-  /// lost or the service was stopped or closed.
+  /// handles them. Returns false once the connection to the bus daemon (if
+  /// any) is lost or the service was stopped or closed.
   @discardableResult
   public func dispatch(timeoutMs: Int32) -> Bool {
     guard !closed else { return false }
@@ -240,6 +253,7 @@ public final class DBusService: @unchecked Sendable {
     }
     for id in remote.byID.keys.sorted() { try? bus.unregister(id) }
     remote.removeAll()
+    closeListeners()
     for d in deferred {
       if case .call(let m) = d, !m.noReply, let e = m.error(DBusErrorName.dbus, "the service stopped before running this call") {
         link.send(e)

@@ -36,6 +36,8 @@ struct WatchPosition: Equatable {
 /// The options of a resumable watch.
 struct ResumeOptions {
   var address: String?
+  /// `address` is a direct one (`--direct`).
+  var direct: Bool
   var service: String
   var timeoutMs: Int32
   var patterns: [String]
@@ -261,10 +263,12 @@ final class ResumingWatch {
       client?.close()
       client = nil
       registeredPath = nil
-      // Again after a loss: the bus daemon at that address is a new one,
-      // with a new guid, so a guid in the address would refuse it.
-      let again = reconnecting ? Self.withoutGUID(o.address ?? getenv("DBUS_SESSION_BUS_ADDRESS").map { String(cString: $0) }) : o.address
-      let c = try OrdoClient(address: again, name: o.service, timeoutMs: o.timeoutMs)
+      // Again after a loss: the bus daemon (or direct socket) at that
+      // address is a new one, with a new guid, so a guid in the address
+      // would refuse it.
+      let implicit = o.direct || getenv(ordoAddressVariable) != nil ? nil : getenv("DBUS_SESSION_BUS_ADDRESS").map { String(cString: $0) }
+      let again = reconnecting ? Self.withoutGUID(o.address ?? implicit) : o.address
+      let c = try connect(address: again, direct: o.direct, service: o.service, timeoutMs: o.timeoutMs)
       c.reconnect = false
       c.onOwnerChange = { [unowned self] owner in self.ownerChanged(owner) }
       client = c

@@ -8,7 +8,7 @@ import Glibc
 #endif
 
 let usage = """
-  usage: ordoctl [--address ADDR | --system] [--name NAME] [--timeout MS] COMMAND [ARGS…]
+  usage: ordoctl [--address ADDR | --system | --direct ADDR] [--name NAME] [--timeout MS] COMMAND [ARGS…]
 
   commands:
     get KEY…                       print values (one KEY: the value alone); a schema's
@@ -62,7 +62,10 @@ let usage = """
   prefix true/false are bools, integers int64, numbers with . or e doubles, the
   rest strings.
 
-  The bus: --address, --system, else DBUS_SESSION_BUS_ADDRESS; the service: --name (default dev.ordo.Bus).
+  The service: --direct ADDR connects to it peer to peer (ordod --listen ADDR, no bus
+  daemon); --address, --system name a bus daemon; with none of them, ORDO_ADDRESS (a
+  direct address) if set, else DBUS_SESSION_BUS_ADDRESS. On a bus, --name (default
+  dev.ordo.Bus) names the service.
   After a lone --, no argument is an option (a keypath may start with -).
 
   """
@@ -131,8 +134,16 @@ func positiveCount(_ options: [String: String], _ option: String) -> Int {
   return n
 }
 
+/// A client of the service: directly at `address` (`--direct`), or on the
+/// bus daemon at `address` (nil: `ORDO_ADDRESS`, else the session bus).
+func connect(address: String?, direct: Bool, service: String, timeoutMs: Int32) throws(OrdoRemoteError) -> OrdoClient {
+  if direct, let address { return try OrdoClient(direct: address, name: service, timeoutMs: timeoutMs) }
+  return try OrdoClient(address: address, name: service, timeoutMs: timeoutMs)
+}
+
 var args = Array(CommandLine.arguments.dropFirst())
 var address: String?
+var direct = false
 var service = ordoDefaultName
 var timeoutMs: Int32 = 10_000
 
@@ -140,12 +151,15 @@ var timeoutMs: Int32 = 10_000
 while let a = args.first, a.hasPrefix("-") {
   args.removeFirst()
   switch a {
-  case "--address":
-    guard !args.isEmpty else { fail("--address needs a value", code: 2) }
-    address = args.removeFirst()
+  case "--address", "--direct":
+    guard let v = args.first, !v.isEmpty else { fail("\(a) needs a value", code: 2) }
+    args.removeFirst()
+    address = v
+    direct = a == "--direct"
   case "--system":
     // The system bus: its address from the environment or the standard socket.
     address = getenv("DBUS_SYSTEM_BUS_ADDRESS").map { String(cString: $0) } ?? "unix:path=/var/run/dbus/system_bus_socket"
+    direct = false
   case "--name":
     guard !args.isEmpty else { fail("--name needs a value", code: 2) }
     service = args.removeFirst()
@@ -293,7 +307,7 @@ case "watch":
     let contractName = o["--contract"] ?? "ordoctl-watch-\(getpid())-\(client.uniqueName)"
     if let file = resumeFile {
       let o = ResumeOptions(
-        address: address, service: service, timeoutMs: timeoutMs, patterns: patterns, file: file, priority: priority,
+        address: address, direct: direct, service: service, timeoutMs: timeoutMs, patterns: patterns, file: file, priority: priority,
         json: json, count: count, contractName: contractName, reconnectTimeoutMs: reconnectTimeout * 1000)
       ResumingWatch(o, client: client).run()
     }
@@ -421,7 +435,7 @@ default:
 
 let client: OrdoClient
 do {
-  client = try OrdoClient(address: address, name: service, timeoutMs: timeoutMs)
+  client = try connect(address: address, direct: direct, service: service, timeoutMs: timeoutMs)
 } catch {
   fail(error.description)
 }

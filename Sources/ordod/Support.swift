@@ -99,23 +99,68 @@ func installSignalThread() {
 }
 
 /// A `dbus-daemon` started for this process, stopped by ``stop()``.
+///
+/// With a `stable` directory (``stableDirectory(for:)``: under
+/// `$XDG_RUNTIME_DIR`) it listens at `unix:path=DIR/bus`, the same address
+/// at every start, and this process holds `DIR/ordod.lock` while it
+/// serves: a second ordod for the same name is refused, and the daemon a
+/// killed ordod left behind (its socket alive, its pid in
+/// `DIR/dbus-daemon.pid`, the lock free) is taken over, so that its
+/// clients stay connected and see the service come back. Without one, it
+/// listens in a fresh temporary directory.
 final class PrivateDaemon {
   let pid: pid_t
   let address: String
+  /// Whether it is a daemon a killed ordod left, taken over.
+  let reused: Bool
   private let dir: String
+  private var lock: Int32 = -1
 
-  /// Starts `dbus-daemon` with a configuration of its own in a fresh
-  /// temporary directory and reads the address it listens on.
-  init(quiet: Bool) throws(OrdoError) {
-    var template = Array("/tmp/ordod.XXXXXX".utf8CString)
-    guard let d = mkdtemp(&template) else { throw OrdoError(.dbus, "cannot create a temporary directory: errno \(ordo_errno())") }
-    dir = String(cString: d)
+  /// `$XDG_RUNTIME_DIR/ordo/NAME` (nil without `XDG_RUNTIME_DIR`): the
+  /// stable place of the private bus serving `name`.
+  static func stableDirectory(for name: String) -> String? {
+    guard let run = getenv("XDG_RUNTIME_DIR").map({ String(cString: $0) }), run.hasPrefix("/") else { return nil }
+    return run + "/ordo/" + name
+  }
+
+  /// Starts `dbus-daemon` with a configuration of its own in `stable` (or
+  /// a fresh temporary directory) and reads the address it listens on; or
+  /// takes over the one a killed ordod left in `stable`.
+  init(quiet: Bool, stable: String?) throws(OrdoError) {
+    if let stable {
+      dir = stable
+      let parent = String(stable[..<(stable.lastIndex(of: "/") ?? stable.endIndex)])
+      for d in [parent, stable] where mkdir(d, 0o700) != 0 && ordo_errno() != EEXIST {
+        throw OrdoError(.dbus, "cannot create \(d): errno \(ordo_errno())")
+      }
+      lock = open(stable + "/ordod.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+      guard lock >= 0 else { throw OrdoError(.dbus, "cannot open \(stable)/ordod.lock: errno \(ordo_errno())") }
+      guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
+        close(lock)
+        throw OrdoError(.dbus, "another ordod serves the private bus at \(stable)/bus (it holds \(stable)/ordod.lock)")
+      }
+      if let left = Self.leftDaemon(in: stable) {
+        pid = left
+        address = "unix:path=\(stable)/bus"
+        reused = true
+        return
+      }
+      // What a killed ordod left and nothing serves any more.
+      unlink(stable + "/bus")
+      unlink(stable + "/dbus-daemon.pid")
+    } else {
+      var template = Array("/tmp/ordod.XXXXXX".utf8CString)
+      guard let d = mkdtemp(&template) else { throw OrdoError(.dbus, "cannot create a temporary directory: errno \(ordo_errno())") }
+      dir = String(cString: d)
+    }
+    reused = false
+    let listen = stable == nil ? "unix:dir=\(dir)" : "unix:path=\(dir)/bus"
     let config = """
       <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
        "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
       <busconfig>
         <type>session</type>
-        <listen>unix:dir=\(dir)</listen>
+        <listen>\(listen)</listen>
         <auth>EXTERNAL</auth>
         <policy context="default">
           <allow send_destination="*" eavesdrop="true"/>
@@ -175,18 +220,49 @@ final class PrivateDaemon {
       line.append(byte)
     }
     close(fds[0])
-    address = String(decoding: line, as: UTF8.self)
-    guard !address.isEmpty else {
+    let printed = String(decoding: line, as: UTF8.self)
+    // The stable address is the same for the next daemon, whose guid differs.
+    address = stable == nil || printed.isEmpty ? printed : listen
+    guard !printed.isEmpty else {
       stop()
       throw OrdoError(.dbus, "dbus-daemon did not print its address")
     }
+    if stable != nil, let f = fopen(dir + "/dbus-daemon.pid", "w") {
+      fputs("\(pid)\n", f)
+      fclose(f)
+    }
   }
 
-  /// Stops the daemon and removes its directory.
+  /// The pid of the `dbus-daemon` a killed ordod left in `dir`: its pid
+  /// file names a live `dbus-daemon` and its socket accepts connections.
+  private static func leftDaemon(in dir: String) -> pid_t? {
+    guard ordo_unix_socket_alive(dir + "/bus") == 1, let text = contents(dir + "/dbus-daemon.pid"),
+      let pid = pid_t(text.split(separator: "\n").first ?? ""), pid > 0, kill(pid, 0) == 0,
+      contents("/proc/\(pid)/comm") == "dbus-daemon\n"
+    else { return nil }
+    return pid
+  }
+
+  /// The first bytes of a small file.
+  private static func contents(_ path: String) -> String? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var buf = [UInt8](repeating: 0, count: 64)
+    let n = read(fd, &buf, buf.count)
+    return n > 0 ? String(decoding: buf[..<n], as: UTF8.self) : nil
+  }
+
+  /// Stops the daemon and removes its directory (and the lock).
   func stop() {
     kill(pid, SIGTERM)
     var status: Int32 = 0
-    waitpid(pid, &status, 0)
+    if reused {
+      // Not this process's child: wait for it to go.
+      for _ in 0..<200 where kill(pid, 0) == 0 { usleep(10_000) }
+    } else {
+      waitpid(pid, &status, 0)
+    }
     unlink(dir + "/bus.conf")
     // The socket file, if any is left.
     if let dp = opendir(dir) {
@@ -197,6 +273,7 @@ final class PrivateDaemon {
       closedir(dp)
     }
     rmdir(dir)
+    if lock >= 0 { close(lock) }
   }
 }
 

@@ -13,13 +13,22 @@ let usage = """
 
   Serves an Ordo bus as dev.ordo.Bus1 at /dev/ordo/Bus on D-Bus.
   With DBUS_SESSION_BUS_ADDRESS set it uses the session bus; otherwise it
-  starts a private dbus-daemon and stops it on exit. Once it serves, it
-  prints DBUS_SESSION_BUS_ADDRESS=<address> on standard output.
+  starts a private dbus-daemon and stops it on exit (with XDG_RUNTIME_DIR
+  set, at the stable address unix:path=$XDG_RUNTIME_DIR/ordo/NAME/bus, taking
+  over the daemon a killed ordod left there). Once it serves, it
+  prints DBUS_SESSION_BUS_ADDRESS=<address> on standard output, then, with
+  --listen, ORDO_ADDRESS=<addresses> (the direct sockets, ';'-separated).
 
   options:
     --address ADDR               connect to this bus daemon address
     --system                     serve on the system bus (see docs/dbus.md)
     --private                    start a private dbus-daemon even with a session bus
+    --listen ADDR                also accept direct (peer-to-peer) connections at
+                                 unix:path=FILE, unix:abstract=NAME or systemd:
+                                 (the sockets systemd passes); repeatable. The
+                                 socket file is 0600 (0666 with --policy), refused
+                                 while another process listens there, removed on exit
+    --no-bus                     serve only at the --listen addresses, on no bus daemon
     --policy FILE                grant rights per uid/gid from FILE (docs/policy.md);
                                  SIGHUP reloads it
     --schema FILE                enforce the model schema in FILE (docs/schema.md);
@@ -53,6 +62,8 @@ func fail(_ message: String, code: Int32 = 2) -> Never {
 }
 
 var address: String?
+var listenAddresses: [String] = []
+var noBus = false
 var forcePrivate = false
 var systemBus = false
 var policyFile: String?
@@ -79,6 +90,8 @@ while !args.isEmpty {
   switch a {
   case "--address": address = value(a, &args)
   case "--private": forcePrivate = true
+  case "--listen": listenAddresses.append(value(a, &args))
+  case "--no-bus": noBus = true
   case "--system": systemBus = true
   case "--policy": policyFile = value(a, &args)
   case "--schema": schemaFile = value(a, &args)
@@ -112,6 +125,8 @@ while !args.isEmpty {
 }
 
 if systemBus && (address != nil || forcePrivate) { fail("--system cannot be combined with --address or --private") }
+if noBus && listenAddresses.isEmpty { fail("--no-bus needs --listen ADDRESS") }
+if noBus && (systemBus || address != nil || forcePrivate) { fail("--no-bus cannot be combined with --system, --address or --private") }
 guard limits.defaultWriterTimeoutMs <= limits.maxWriterTimeoutMs else {
   fail("--writer-timeout-ms \(limits.defaultWriterTimeoutMs) is more than --max-writer-timeout-ms \(limits.maxWriterTimeoutMs)")
 }
@@ -176,19 +191,21 @@ let logger: @Sendable (LogLevel, String) -> Void = { l, message in
 var daemon: PrivateDaemon?
 // Started by D-Bus activation on a bus other than the system bus: serve
 // the bus that started us.
-if address == nil && !systemBus, let starter = getenv("DBUS_STARTER_ADDRESS").map({ String(cString: $0) }), !starter.isEmpty,
+if !noBus && address == nil && !systemBus, let starter = getenv("DBUS_STARTER_ADDRESS").map({ String(cString: $0) }), !starter.isEmpty,
   getenv("DBUS_STARTER_BUS_TYPE").map({ String(cString: $0) }) != "system"
 {
   address = starter
 }
-if address == nil && !systemBus {
+if !noBus && address == nil && !systemBus {
   let session = getenv("DBUS_SESSION_BUS_ADDRESS").map { String(cString: $0) } ?? ""
   if forcePrivate || session.isEmpty {
     do {
-      let d = try PrivateDaemon(quiet: logLevel < .debug)
+      let d = try PrivateDaemon(quiet: logLevel < .debug, stable: PrivateDaemon.stableDirectory(for: name))
       daemon = d
       address = d.address
-      if logLevel >= .info { logger(.info, "started a private dbus-daemon (pid \(d.pid))") }
+      if logLevel >= .info {
+        logger(.info, d.reused ? "took over the private dbus-daemon a previous ordod left (pid \(d.pid))" : "started a private dbus-daemon (pid \(d.pid))")
+      }
     } catch {
       fail(error.message, code: 1)
     }
@@ -200,11 +217,21 @@ if address == nil && !systemBus {
 let service: DBusService
 do {
   service = try DBusService(
-    bus: bus, address: address, systemBus: systemBus, name: name, limits: limits, policy: policy, logLevel: logLevel, logger: logger)
+    bus: bus, address: address, systemBus: systemBus, name: name, busDaemon: !noBus, limits: limits, policy: policy,
+    logLevel: logLevel, logger: logger)
 } catch {
   daemon?.stop()
   durable?.close()
   fail(error.message, code: 1)
+}
+var directAddresses: [String] = []
+for a in listenAddresses {
+  do { directAddresses.append(try service.listen(a)) } catch {
+    service.close()
+    daemon?.stop()
+    durable?.close()
+    fail(error.message, code: 1)
+  }
 }
 if let durable {
   service.setDurability(StoreDurability(durable, logger: logger))
@@ -222,9 +249,10 @@ if stopRequested.load(ordering: .relaxed) { service.stop() }
 if let policy, logLevel >= .info { logger(.info, "access policy \(policy.source): \(policy.rules.count) rules") }
 if systemBus {
   if logLevel >= .info { logger(.info, "serving on the system bus") }
-} else {
+} else if !noBus {
   writeLine(1, "DBUS_SESSION_BUS_ADDRESS=\(address ?? "")")
 }
+if !directAddresses.isEmpty { writeLine(1, "ORDO_ADDRESS=\(directAddresses.joined(separator: ";"))") }
 
 var status: Int32 = 0
 do {

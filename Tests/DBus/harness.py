@@ -1,6 +1,13 @@
 """Test harness for the D-Bus surface: a private dbus-daemon and an ordod per
 test, and a small jeepney client (an independent implementation of D-Bus).
 
+ORDO_TEST_TRANSPORT=direct runs the same tests with every ordod also
+listening on a socket of its own (ordod --listen) and the harness's peers,
+and Env.ordoctl, connecting there peer to peer instead of through the bus
+daemon (make test-dbus runs the method, policy, liveness and resync tests
+both ways). Tests that need the bus daemon itself (a monitor, unique
+names, stock bus tools) are marked @bus_only.
+
 Every process started here is killed when the test ends, when the run ends
 and when the runner is interrupted. Every wait has a timeout.
 """
@@ -24,6 +31,8 @@ except ImportError:  # the test setup installs it from PyPI
 from jeepney import DBusAddress, MatchRule, MessageType, HeaderFields, new_method_call
 from jeepney.io.blocking import open_dbus_connection
 
+from direct import DirectConnection
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("ORDO_BIN", os.path.join(ROOT, ".build", "debug"))
 ORDOD = os.path.join(BIN, "ordod")
@@ -36,6 +45,15 @@ IFACE = "dev.ordo.Bus1"
 CONTRACT_PREFIX = "/dev/ordo/Bus/contract/"
 
 _live = []  # processes to kill whatever happens
+
+#: "bus" (through the dbus-daemon) or "direct" (ordod --listen)
+TRANSPORT = os.environ.get("ORDO_TEST_TRANSPORT", "bus")
+_direct = {}  # (bus address, service name) -> that ordod's direct address
+
+
+def bus_only(reason):
+    """Skips a test over the direct transport."""
+    return unittest.skipIf(TRANSPORT == "direct", "needs the bus daemon: " + reason)
 
 
 def _kill_all():
@@ -131,7 +149,7 @@ class Env:
         directory, which is made readable by every user when it is not the
         default, so that an unprivileged client can reach the socket)."""
         self.dir = tempfile.mkdtemp(prefix="ordo-dbus-test-", dir="/tmp")
-        if config is not DAEMON_CONFIG:
+        if config is not DAEMON_CONFIG or TRANSPORT == "direct":
             os.chmod(self.dir, 0o755)
         conf = os.path.join(self.dir, "bus.conf")
         with open(conf, "w") as f:
@@ -142,6 +160,8 @@ class Env:
         self.address = read_line(self.daemon.stdout, 10, "the dbus-daemon address")
         self.log_path = os.path.join(self.dir, "ordod.log")
         self.ordod = None
+        #: the first ordod's direct address (ORDO_TEST_TRANSPORT=direct)
+        self.direct = None
         self.peers = []
         if start_ordod:
             self.start_ordod(ordod_args)
@@ -151,12 +171,19 @@ class Env:
         cmd = [ORDOD, "--address", self.address, "--log-level", "debug", *args]
         if name:
             cmd += ["--name", name]
+        if TRANSPORT == "direct":
+            cmd += ["--listen", f"unix:path={self.dir}/ordod-{name or NAME}.socket"]
         p = spawn(cmd, stdout=subprocess.PIPE, stderr=log)
         log.close()
         line = read_line(p.stdout, 20, "ordod's ready line")
         assert line == "DBUS_SESSION_BUS_ADDRESS=" + self.address, line
+        if TRANSPORT == "direct":
+            line = read_line(p.stdout, 20, "ordod's direct address")
+            assert line.startswith("ORDO_ADDRESS="), line
+            _direct[(self.address, name or NAME)] = line[len("ORDO_ADDRESS="):]
         if self.ordod is None:
             self.ordod = p
+            self.direct = _direct.get((self.address, name or NAME))
         return p
 
     def log(self):
@@ -185,9 +212,14 @@ class Env:
         e["DBUS_SESSION_BUS_ADDRESS"] = self.address
         return e
 
+    def peer_address(self):
+        """How a client reaches the first ordod: ["--direct", ADDRESS] or
+        [the bus daemon's address]."""
+        return ["--direct", self.direct] if self.direct else [self.address]
+
     def ordoctl(self, *args, timeout=20, check=True):
-        r = subprocess.run([ORDOCTL, "--address", self.address, *args], capture_output=True, text=True,
-                           timeout=timeout)
+        where = ["--direct", self.direct] if self.direct else ["--address", self.address]
+        r = subprocess.run([ORDOCTL, *where, *args], capture_output=True, text=True, timeout=timeout)
         if check and r.returncode != 0:
             raise AssertionError(f"ordoctl {' '.join(args)} failed ({r.returncode}): {r.stderr}")
         return r
@@ -224,16 +256,32 @@ class RemoteError(Exception):
 
 
 class Peer:
-    """A jeepney connection with helpers for dev.ordo.Bus1."""
+    """A jeepney connection with helpers for dev.ordo.Bus1: to the bus
+    daemon at `address`, or (ORDO_TEST_TRANSPORT=direct) straight to the
+    ordod serving `name` there, or to `direct`."""
 
-    def __init__(self, address, name=NAME):
-        self.conn = open_dbus_connection(address)
+    def __init__(self, address, name=NAME, direct=None):
+        """`direct`: connect straight to ordod's socket at that address."""
+        if direct is None and TRANSPORT == "direct":
+            direct = _direct.get((address, name))
+        self.conn = DirectConnection(direct) if direct else open_dbus_connection(address)
         self.name = name
-        self.unique_name = self.conn.unique_name
+        self._unique_name = self.conn.unique_name
         self.notes = deque()
         self._filter = self.conn.filter(MatchRule(type="signal", interface=IFACE, member="Notify"),
                                         queue=self.notes)
         self.closed = False
+
+    @property
+    def unique_name(self):
+        """The peer's name as the service knows it: its unique name on the
+        bus; over a direct connection, the owner of a probe contract (the
+        service names direct peers, and nothing tells them)."""
+        if not self._unique_name:
+            path = self.register(f"harness-name-probe-{id(self)}", ["harness.name-probe"])
+            self._unique_name = next(c["owner"] for c in self.contracts() if c["path"] == path)
+            self.unregister(path)
+        return self._unique_name
 
     def close(self):
         if not self.closed:

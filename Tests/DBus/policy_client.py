@@ -7,18 +7,21 @@ literal, and answers one Python literal per line on stdout:
   ("trace", timeout)                 ->  ("trace", body) | ("timeout",)
   ("unique",)                        ->  ("unique", name)
 
-Only jeepney is needed (copied beside this file by the test).
+Arguments: the bus daemon's address, or "--direct" and ordod's direct
+address (ordod --listen). Only jeepney and direct.py are needed (copied
+beside this file by the test).
 """
 import ast
 import sys
 from collections import deque
 
 from jeepney import DBusAddress, HeaderFields, MatchRule, MessageType, new_method_call
-from jeepney.io.blocking import open_dbus_connection
+
+from direct import connect
 
 
 def main():
-    conn = open_dbus_connection(sys.argv[1])
+    conn = connect(sys.argv[-1], direct=sys.argv[1] == "--direct")
     notes = deque()
     conn.filter(MatchRule(type="signal", interface="dev.ordo.Bus1", member="Notify"), queue=notes, bufsize=1000)
     traces = deque()

@@ -191,6 +191,7 @@ class Ordering(DBusTest):
             p.no_notify(0.2)  # at most one per contract per transaction
         self.assertEqual(got[-1][2], ["k.a", "k.b"])  # every-transaction: all changed keypaths
 
+    @harness.bus_only("a monitor sees the order of Notify signals")
     def test_several_peers_follow_pass_order(self):
         a, b, c, w = self.env.peer(), self.env.peer(), self.env.peer(), self.env.peer()
         mon = Monitor(self.env.address)
@@ -665,6 +666,7 @@ class Ordoctl(DBusTest):
             self.assertEqual(r.returncode, 2, (name, r.stderr))
             self.assertIn("is not a D-Bus bus name", r.stderr)
 
+    @harness.bus_only("--name picks the service on the bus")
     def test_plain_watch_exits_when_the_service_goes_away(self):
         # A second ordod under its own name, stopped while the watch runs.
         env = self.env
@@ -754,6 +756,7 @@ class Examples(DBusTest):
 class CHost(CHostCase):
     """A C program publishing its own bus (ordo_dbus_publish/fd/dispatch)."""
 
+    @harness.bus_only("a monitor sees the order of Notify signals")
     def test_levels_priorities_and_host_contracts(self):
         a, b, w = self.peers(3)
         mon = Monitor(self.env.address)
@@ -810,6 +813,7 @@ class Daemon(unittest.TestCase):
     def test_private_daemon_mode_and_clean_exit(self):
         env = dict(os.environ)
         env.pop("DBUS_SESSION_BUS_ADDRESS", None)
+        env.pop("XDG_RUNTIME_DIR", None)  # a temporary directory (test_direct.py: the stable one)
         p = spawn([ORDOD], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         try:
             line = read_line(p.stdout, 20, "ordod's address line")

@@ -35,6 +35,8 @@ FILES = {  # path under PREFIX=/usr (and /etc) → mode
     "usr/share/dbus-1/system-services/dev.ordo.Bus.service": 0o644,
     "usr/lib/systemd/system/ordod.service": 0o644,
     "usr/lib/systemd/user/ordod.service": 0o644,
+    "usr/lib/systemd/system/ordod-direct.socket": 0o644,
+    "usr/lib/systemd/system/ordod-direct.service": 0o644,
     "etc/ordo/policy.example": 0o644,
 }
 
@@ -97,7 +99,11 @@ class Deploy(unittest.TestCase):
         self.assertEqual(unit["Alias"], "dbus-dev.ordo.Bus.service")
         user = ini(os.path.join(dest, "usr/lib/systemd/user/ordod.service"))
         self.assertEqual(user["ExecStart"], "/usr/sbin/ordod")
-        for f in (unit, user, sess, sysd):
+        sock = ini(os.path.join(dest, "usr/lib/systemd/system/ordod-direct.socket"))
+        self.assertEqual((sock["ListenStream"], sock["SocketMode"]), ("/run/ordo/bus", "0666"))
+        direct = ini(os.path.join(dest, "usr/lib/systemd/system/ordod-direct.service"))
+        self.assertEqual(direct["ExecStart"], "/usr/sbin/ordod --no-bus --listen systemd: --policy /etc/ordo/policy")
+        for f in (unit, user, sess, sysd, direct):
             self.assertFalse(any("@" in v and v.startswith("@") for v in f.values()), f)
         # The bus policy is well-formed and lets root own the name.
         conf = xml.dom.minidom.parse(os.path.join(dest, "usr/share/dbus-1/system.d/dev.ordo.Bus.conf"))

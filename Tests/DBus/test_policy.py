@@ -69,6 +69,7 @@ class Nobody:
         if not os.path.isdir(lib):
             shutil.copytree(os.path.dirname(jeepney.__file__), os.path.join(lib, "jeepney"))
             shutil.copy(os.path.join(HERE, "policy_client.py"), lib)
+            shutil.copy(os.path.join(HERE, "direct.py"), lib)
             for root, dirs, files in os.walk(lib):
                 for d in dirs:
                     os.chmod(os.path.join(root, d), 0o755)
@@ -77,7 +78,7 @@ class Nobody:
         python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
         e = {"PYTHONPATH": lib, "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
         self.p = spawn(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", python,
-                        os.path.join(lib, "policy_client.py"), env.address],
+                        os.path.join(lib, "policy_client.py"), *env.peer_address()],
                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e, cwd=env.dir)
         self.unique_name = self.ask(("unique",))[1]
 

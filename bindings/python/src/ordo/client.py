@@ -14,14 +14,18 @@ the service's well-known name right now (read with ``GetNameOwner`` at
 connect, then followed through ``NameOwnerChanged`` from the bus daemon),
 ``NameOwnerChanged`` from ``org.freedesktop.DBus``. Anything else is
 dropped and counted in :attr:`Client.forged`; a forged ``Notify`` never
-reaches a watch and is never answered with ``Complete``.
+reaches a watch and is never answered with ``Complete``. On a direct
+connection (``ordod --listen``, peer to peer) only the service can send, so
+everything read on it is the service's.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import os
 import re
+import secrets
 import socket
 import threading
 import time
@@ -31,14 +35,15 @@ from typing import (Any, Callable, Deque, Dict, Iterable, Iterator, List, Mappin
                     Sequence, Tuple)
 
 from jeepney import DBusAddress, HeaderFields, MessageType, new_method_call
-from jeepney.io.blocking import open_dbus_connection
+from jeepney.bus import get_connectable_addresses
+from jeepney.io.blocking import DBusConnection, DBusConnectionBase, open_dbus_connection, prep_socket
 
 from .errors import (ConnectionLost, DBus, DuplicateName, InvalidArgument, InvalidKeypath, NotFound, OrdoError,
                      Timeout, error_for_dbus)
 from .trace import Trace, TraceStep
 from .values import Value, check_text, from_variant, to_variant
 
-__all__ = ["Client", "Entry", "Snapshot", "Changes", "Position", "Notification", "Writes", "Watch", "Writer", "TraceWatch",
+__all__ = ["ADDRESS_VARIABLE", "Client", "Entry", "Snapshot", "Changes", "Position", "Notification", "Writes", "Watch", "Writer", "TraceWatch",
            "MergingWriter", "MergedWrite", "NAME", "PATH", "INTERFACE"]
 
 log = logging.getLogger("ordo")
@@ -49,6 +54,12 @@ INTERFACE = "dev.ordo.Bus1"
 _DBUS = "org.freedesktop.DBus"
 _DBUS_PATH = "/org/freedesktop/DBus"
 _PROPS = "org.freedesktop.DBus.Properties"
+#: The environment variable naming a service's direct address
+#: (``ORDO_ADDRESS=unix:path=/run/ordo/bus``, ``ordod --listen``): a client
+#: given neither ``address`` nor ``direct`` connects there.
+ADDRESS_VARIABLE = "ORDO_ADDRESS"
+# The sender the messages of a direct connection are read as (the service's).
+_DIRECT_SERVICE = ":direct.service"
 _NOTIFY_SIG = "otasa{sv}"
 _TRACE_SIG = "tbasaa{sv}t"
 
@@ -273,9 +284,12 @@ def _log_error(source: Any, error: BaseException) -> None:
 class Client:
     """A connection to an Ordo bus served over D-Bus (by ``ordod`` or a host).
 
-    ``address``: a D-Bus address (``unix:path=...``), ``"SESSION"`` or
-    ``"SYSTEM"``; None means the session bus. ``name``: the service's
-    well-known name. ``timeout``: seconds to wait for each reply.
+    ``address``: a bus daemon's D-Bus address (``unix:path=...``),
+    ``"SESSION"`` or ``"SYSTEM"``. ``direct``: the address of the service's
+    own listening socket (``ordod --listen``), reached peer to peer with no
+    bus daemon. With neither, ``ORDO_ADDRESS`` (a direct address) when it is
+    set, else the session bus. ``name``: the service's well-known name (on a
+    bus). ``timeout``: seconds to wait for each reply.
     ``on_error(source, exception)`` is called for failures that have no
     caller to raise to: a writer's callback that raised, a ``Complete`` the
     service refused, a contract that could not be registered again after the
@@ -286,11 +300,17 @@ class Client:
     the connection.
     """
 
-    def __init__(self, address: Optional[str] = None, name: str = NAME, *, timeout: float = 10.0,
-                 on_error: Optional[Callable[[Any, BaseException], None]] = None):
+    def __init__(self, address: Optional[str] = None, name: str = NAME, *, direct: Optional[str] = None,
+                 timeout: float = 10.0, on_error: Optional[Callable[[Any, BaseException], None]] = None):
         if not isinstance(name, str) or not name:
             raise InvalidArgument("name: the service's well-known name, a non-empty str")
-        self.address = address or "SESSION"
+        if address and direct:
+            raise InvalidArgument("address (a bus daemon) or direct (the service's socket), not both")
+        if not address and not direct:
+            direct = os.environ.get(ADDRESS_VARIABLE) or None
+        #: the service's direct address, None on a bus
+        self.direct = direct
+        self.address = direct or address or "SESSION"
         self.name = name
         self.timeout = timeout
         self.on_error = on_error or _log_error
@@ -326,7 +346,8 @@ class Client:
 
     @property
     def unique_name(self) -> str:
-        """This connection's unique name on the bus."""
+        """This connection's unique name on the bus (on a direct connection,
+        a label made by this client: the service names its peers)."""
         return self._conn.unique_name if self._conn is not None else ""
 
     @property
@@ -336,7 +357,7 @@ class Client:
 
     def _connect(self, require_owner: bool, initial: bool = False) -> None:
         try:
-            conn = open_dbus_connection(self.address)
+            conn = _DirectConnection(self.direct) if self.direct else open_dbus_connection(self.address)
         except (OSError, ValueError, KeyError, RuntimeError) as e:
             raise ConnectionLost(f"cannot connect to {self.address}: {e}") from None
         with self._state:
@@ -344,24 +365,28 @@ class Client:
             self._lost = None
             self._replies.clear()
             self._expect.clear()
-        try:
-            self._call(_DBUS, _DBUS_PATH, _DBUS, "AddMatch", "s",
-                       (f"type='signal',sender='{_DBUS}',path='{_DBUS_PATH}',interface='{_DBUS}',"
-                        f"member='NameOwnerChanged',arg0='{self.name}'",))
+        if self.direct:
+            # Only the service is at the other end of the socket.
+            owner = _DIRECT_SERVICE
+        else:
             try:
-                owner = self._call(_DBUS, _DBUS_PATH, _DBUS, "GetNameOwner", "s", (self.name,))[0]
-            except DBus as e:
-                if e.dbus_name != "org.freedesktop.DBus.Error.NameHasNoOwner":
-                    raise
-                if require_owner:
-                    raise DBus(f"no service owns {self.name} on {self.address}",
-                               dbus_name=e.dbus_name) from None
-                owner = None
-        except BaseException:
-            conn.close()
-            with self._state:
-                self._conn = None
-            raise
+                self._call(_DBUS, _DBUS_PATH, _DBUS, "AddMatch", "s",
+                           (f"type='signal',sender='{_DBUS}',path='{_DBUS_PATH}',interface='{_DBUS}',"
+                            f"member='NameOwnerChanged',arg0='{self.name}'",))
+                try:
+                    owner = self._call(_DBUS, _DBUS_PATH, _DBUS, "GetNameOwner", "s", (self.name,))[0]
+                except DBus as e:
+                    if e.dbus_name != "org.freedesktop.DBus.Error.NameHasNoOwner":
+                        raise
+                    if require_owner:
+                        raise DBus(f"no service owns {self.name} on {self.address}",
+                                   dbus_name=e.dbus_name) from None
+                    owner = None
+            except BaseException:
+                conn.close()
+                with self._state:
+                    self._conn = None
+                raise
         with self._state:
             self._set_owner(owner)
             if initial:
@@ -837,6 +862,35 @@ class Client:
         its ``Commit`` s is in flight join the next one (like dconf's
         ``write_fast``). Closing the client closes it."""
         return MergingWriter(self, max_batch_keypaths)
+
+
+class _DirectConnection(DBusConnection):
+    """A peer-to-peer connection to a service's listening socket: no bus
+    daemon, so no ``Hello`` and no destination. Only the service can send on
+    it, so every message read is marked as sent by ``_DIRECT_SERVICE``."""
+
+    def __init__(self, address: str):
+        errors = []
+        for path in get_connectable_addresses(address):
+            try:
+                sock = prep_socket(path)
+                break
+            except OSError as e:
+                errors.append(e)
+        else:
+            raise errors[-1] if errors else OSError(f"no address to connect to in {address}")
+        DBusConnectionBase.__init__(self, sock)
+        # A label for this client's contract names: the service names the peer.
+        self.unique_name = f"direct-{os.getpid()}-{secrets.token_hex(4)}"
+
+    def send(self, message, serial=None):
+        message.header.fields.pop(HeaderFields.destination, None)
+        super().send(message, serial)
+
+    def receive(self, *, timeout=None):
+        msg = super().receive(timeout=timeout)
+        msg.header.fields[HeaderFields.sender] = _DIRECT_SERVICE
+        return msg
 
 
 def _shut(conn) -> None:
