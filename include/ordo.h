@@ -730,15 +730,25 @@ ordo_status ordo_dbus_dispatch(ordo_bus *bus, int timeout_ms);
  *  ordo_client_free. */
 typedef struct ordo_client ordo_client;
 
-/** Connects to the bus daemon at `address` (NULL: the session bus of
- *  DBUS_SESSION_BUS_ADDRESS) and addresses the service `name` (NULL:
- *  "dev.ordo.Bus"; a unique name such as ":1.42" addresses one process).
+/** Connects to the bus daemon at `address` (NULL: directly to the service
+ *  at ORDO_ADDRESS when that is set, as ordo_client_connect_direct, else
+ *  the session bus of DBUS_SESSION_BUS_ADDRESS) and addresses the service
+ *  `name` (NULL: "dev.ordo.Bus"; a unique name such as ":1.42" addresses
+ *  one process).
  *  Nothing is asked of the service yet: a service that is not there makes
  *  the first call fail, not the connection.
  *  Returns ORDO_OK and *out, ORDO_E_INVALID_ARGUMENT (out NULL, a string
  *  that is not UTF-8, a name that is not a D-Bus bus name), or ORDO_E_DBUS
  *  (no session bus, the daemon cannot be reached). */
 ordo_status ordo_client_connect(const char *address, const char *name, ordo_client **out);
+
+/** Connects directly, peer to peer with no bus daemon, to a service's
+ *  listening socket at `address` (`ordod --listen ADDRESS`, SPEC §16), e.g.
+ *  "unix:path=/run/ordo/bus". Everything else is as ordo_client_connect.
+ *  Returns ORDO_OK and *out, ORDO_E_INVALID_ARGUMENT (a NULL argument, an
+ *  address that is not UTF-8) or ORDO_E_DBUS (nothing listens there, the
+ *  service refused the connection). */
+ordo_status ordo_client_connect_direct(const char *address, ordo_client **out);
 
 /** Closes the connection (the service removes this client's contracts),
  *  calls the destroy function of every contract still registered, and

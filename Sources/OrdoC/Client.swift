@@ -64,9 +64,13 @@ final class CClient {
   private var writersRunning = 0
   var completeError: (ordo_client_complete_error_callback, UnsafeMutableRawPointer?)?
 
-  init(address: String?, name: String) throws(OrdoError) {
+  init(address: String?, name: String, direct: Bool = false) throws(OrdoError) {
     do {
-      remote = try OrdoClient(address: address, name: name)
+      if direct, let address {
+        remote = try OrdoClient(direct: address, name: name)
+      } else {
+        remote = try OrdoClient(address: address, name: name)
+      }
     } catch {
       throw clientError(error)
     }
@@ -343,6 +347,15 @@ public func ordo_client_connect(_ address: UnsafePointer<CChar>?, _ name: Unsafe
     let addr = try address.map { p throws(OrdoError) in try stringArg(p, "address") }
     let service = try name.map { p throws(OrdoError) in try stringArg(p, "name") } ?? ordoDefaultName
     out.pointee = OpaquePointer(Unmanaged.passRetained(try CClient(address: addr, name: service)).toOpaque())
+  }
+}
+
+@c @implementation
+public func ordo_client_connect_direct(_ address: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<OpaquePointer?>?) -> ordo_status {
+  guarded { () throws(OrdoError) in
+    let out = try outArg(out, "out")
+    let addr = try stringArg(address, "address")
+    out.pointee = OpaquePointer(Unmanaged.passRetained(try CClient(address: addr, name: ordoDefaultName, direct: true)).toOpaque())
   }
 }
 

@@ -432,6 +432,10 @@ static void nothing(ordo_client *client, const ordo_client_notification *note, v
 
 static void test_misuse(ordo_client *c) {
   ordo_client *none = NULL;
+  EXPECT(ORDO_E_INVALID_ARGUMENT, ordo_client_connect_direct(NULL, &none));
+  EXPECT(ORDO_E_INVALID_ARGUMENT, ordo_client_connect_direct("unix:path=/nonexistent", NULL));
+  EXPECT(ORDO_E_DBUS, ordo_client_connect_direct("unix:path=/nonexistent/ordo-bus", &none));
+  CHECK(none == NULL);
   ordo_writes *w = NULL;
   ordo_value *v = NULL;
   char *epoch = NULL;

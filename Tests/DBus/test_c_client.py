@@ -89,6 +89,30 @@ class CClientTest(unittest.TestCase):
         self.assertEqual(p.stdout.read(), b"")
 
 
+class CClientDirectTest(unittest.TestCase):
+    """follow.c connected straight to ordod's socket (ordod --listen,
+    ordo_client_connect_direct), and through ORDO_ADDRESS with no address."""
+
+    def test_follow_over_a_direct_connection(self):
+        env = Env(start_ordod=False)
+        self.addCleanup(env.close)
+        socket_path = os.path.join(env.dir, "direct")
+        env.start_ordod(["--listen", "unix:path=" + socket_path])
+        exe = os.path.join(env.dir, "follow")
+        build(self, os.path.join(ROOT, "examples", "c-client", "follow.c"), exe)
+        peer = env.peer()
+        for argv, extra in [([exe, "--direct", "unix:path=" + socket_path], {}),
+                            ([exe], {"ORDO_ADDRESS": "unix:path=" + socket_path})]:
+            e = {k: v for k, v in os.environ.items() if k != "DBUS_SESSION_BUS_ADDRESS"}
+            e.update(extra)
+            p = spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
+            self.addCleanup(stop, p, signal.SIGKILL)
+            self.assertRegex(read_line(p.stdout, 20, "follow's first line"), r"^txn \d+: ")
+            t = peer.commit({"playlist.total": ("x", len(argv) * 100)})
+            self.assertEqual(read_line(p.stdout, 20, "follow's line"), f"txn {t}: , {len(argv) * 100} s")
+            self.assertEqual(stop(p, signal.SIGTERM), 0)
+
+
 class CClientRestartTest(unittest.TestCase):
     """The C client across an ordod killed with SIGKILL and restarted: its
     contract is registered again by itself and caught up, each change

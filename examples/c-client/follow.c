@@ -65,11 +65,14 @@ static void load(const char *keypath, const ordo_value *value, uint64_t counter,
 }
 
 int main(int argc, char **argv) {
-  const char *address = argc > 1 ? argv[1] : NULL;
+  /* follow [ADDRESS] (a bus daemon's; none: ORDO_ADDRESS, else the session
+   * bus) or follow --direct ADDRESS (ordod --listen's socket). */
+  int direct = argc > 2 && strcmp(argv[1], "--direct") == 0;
+  const char *address = direct ? argv[2] : argc > 1 ? argv[1] : NULL;
   const char *reads[] = {"playlist.title", "playlist.total"};
   header h = {"", 0};
   ordo_client *client = NULL;
-  if (ordo_client_connect(address, NULL, &client) != ORDO_OK) {
+  if ((direct ? ordo_client_connect_direct(address, &client) : ordo_client_connect(address, NULL, &client)) != ORDO_OK) {
     fprintf(stderr, "follow: %s\n", ordo_last_error_message());
     return 1;
   }
