@@ -191,6 +191,9 @@ class Writers(DBusTest):
         c = self.env.peer()
         self.assertEqual(c.commit({"cart.items.a": ("x", 2), "cart.items.b": ("x", 3)}), 1)
         w = self.writer()
+        # Read before the writer's thread reads its connection (over a
+        # direct connection the name takes calls of its own).
+        writer_name = w.peer.unique_name
 
         def total(peer, txn, changed, values):
             vals, _, _ = peer.peer.snapshot(["cart.items.*"])
@@ -206,7 +209,7 @@ class Writers(DBusTest):
         self.assertEqual(c.call("Get", "ss", IFACE, "Transaction", iface="org.freedesktop.DBus.Properties")[0][1], 2)
         info = {x["name"]: x for x in c.contracts()}
         self.assertEqual((info["total"]["path"], info["total"]["owner"], info["total"]["suspended"]),
-                         (path, w.peer.unique_name, False))
+                         (path, writer_name, False))
         st = c.stats()
         self.assertEqual((st["completes"], st["timeouts"], st["access-denied"]), (1, 0, 0))
         # Its later calls are answered as usual.
