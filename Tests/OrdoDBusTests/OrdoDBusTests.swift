@@ -137,6 +137,39 @@ final class ServiceBox: @unchecked Sendable {
 
 /// A private dbus-daemon for one test; `stop()` kills it (SIGKILL: it must
 /// go even if SIGTERM is blocked or ignored) and reaps it.
+/// A private dbus-daemon, a bus served on it as `dev.ordo.Test` (on a
+/// thread of its own) and a client of it; ``stop()`` stops the three, the
+/// client first.
+final class ServedBus {
+  let daemon: PrivateDaemon
+  let bus = Bus()
+  let client: OrdoClient
+  private let stopService: () -> Void
+
+  init() throws {
+    daemon = try PrivateDaemon()
+    do {
+      let service = try DBusService(bus: bus, address: daemon.address, name: "dev.ordo.Test")
+      stopService = runService(service)
+      do {
+        client = try OrdoClient(address: daemon.address, name: "dev.ordo.Test", timeoutMs: 5000)
+      } catch {
+        stopService()
+        throw error
+      }
+    } catch {
+      daemon.stop()
+      throw error
+    }
+  }
+
+  func stop() {
+    client.close()
+    stopService()
+    daemon.stop()
+  }
+}
+
 struct PrivateDaemon {
   let address: String
   let pid: pid_t
@@ -277,14 +310,9 @@ final class WriterThread: @unchecked Sendable {
 /// A writer registered with notify-initial answers its initial call (empty
 /// list, the last committed id) with a Complete that the service accepts.
 @Test func notifyInitialWriterAnswersItsInitialCall() throws {
-  let daemon = try PrivateDaemon()
-  defer { daemon.stop() }
-  let bus = Bus()
-  let service = try DBusService(bus: bus, address: daemon.address, name: "dev.ordo.Test")
-  let stopService = runService(service)
-  defer { stopService() }
-  let client = try OrdoClient(address: daemon.address, name: "dev.ordo.Test", timeoutMs: 5000)
-  defer { client.close() }
+  let served = try ServedBus()
+  defer { served.stop() }
+  let (bus, client) = (served.bus, served.client)
   #expect(try client.commit(set: [("in.a", .int64(2)), ("in.b", .int64(3))]) == 1)
   var calls: [RemoteNotification] = []
   var refused: [OrdoRemoteError] = []
@@ -596,13 +624,9 @@ final class RecordingDurability: Durability {
 /// in-process service: a condition that fails applies nothing; a closed
 /// client's owned values are removed in one transaction.
 @Test func clientConditionsAndOwnedValues() throws {
-  let daemon = try PrivateDaemon()
-  defer { daemon.stop() }
-  let bus = Bus()
-  let service = try DBusService(bus: bus, address: daemon.address, name: "dev.ordo.Test")
-  let stopService = runService(service)
-  defer { stopService() }
-  let client = try OrdoClient(address: daemon.address, name: "dev.ordo.Test", timeoutMs: 5000)
+  let served = try ServedBus()
+  defer { served.stop() }
+  let (daemon, bus, client) = (served.daemon, served.bus, served.client)
   #expect(try client.commit(set: [("n", .int64(1))], expect: [("n", 0)]) == 1)
   do {
     _ = try client.commit(set: [("n", .int64(5)), ("m", .int64(5))], expect: [("n", 0)])
