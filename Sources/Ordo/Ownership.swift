@@ -22,7 +22,7 @@ final class Ownership {
   /// holding a value stays in the store anyway). A value it no longer owns
   /// leaves a nil behind, so that taking and giving up stay O(1) and a
   /// release removes its values in a stable order without sorting them
-  /// (sorting 10 000 keypaths took longer than removing them).
+  /// (sorting 10 000 keypaths takes longer than removing them).
   private var values: [UInt64: OwnedList] = [:]
 
   struct OwnedList {

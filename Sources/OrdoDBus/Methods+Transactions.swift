@@ -95,23 +95,23 @@ extension DBusService {
     statistics.commits.add(1, ordering: .relaxed)
     loopInBusCall.add(1, ordering: .relaxed)
     defer { loopInBusCall.subtract(1, ordering: .relaxed) }
+    if let owner {
+      do throws(OrdoError) { try bus.begin(owner: owner) } catch { throw .ordo(error) }
+    } else {
+      bus.begin()
+    }
     let txn: UInt64
     do throws(OrdoError) {
-      if let owner { try bus.begin(owner: owner) } else { bus.begin() }
-      do throws(OrdoError) {
-        for (k, n) in expect { try bus.expect(k, counter: n) }
-        try bus.write(batch)
-        txn = try bus.commit()
-      } catch {
-        try? bus.rollback()
-        if hold.isOn {
-          // The pass ran (observers' Notify signals are held) but the
-          // transaction was not applied, e.g. the state file refused it.
-          hold.dropNotifies(after: bus.transactionID)
-        }
-        throw error
-      }
+      for (k, n) in expect { try bus.expect(k, counter: n) }
+      try bus.write(batch)
+      txn = try bus.commit()
     } catch {
+      try? bus.rollback()
+      if hold.isOn {
+        // The pass ran (observers' Notify signals are held) but the
+        // transaction was not applied, e.g. the state file refused it.
+        hold.dropNotifies(after: bus.transactionID)
+      }
       throw .ordo(error)
     }
     guard let reply = c.m.methodReturn({ $0.uint64(txn) }) else { return nil }

@@ -250,7 +250,11 @@ allow uid:{uid} read pub.**
                     expect({"w.a": 1}), contains=("w.a", "read"))
         self.assertEqual(self.nobody.call("CommitWith", "a{sv}asasa{sv}", {"w.a": ("x", 2)}, [], [],
                                           {"expect": ("a{st}", {"pub.b": 1}), "owned": ("b", True)})[0], 2)
-        self.assertEqual(self.root.call("Owners", "as", ["**"])[0], {"w.a": self.nobody.unique_name})
+        # The service's name for nobody's connection (over a direct
+        # connection only the service names it): the owner of its contract.
+        probe = self.nobody.register("probe", ["pub.b"])
+        nobody = next(c["owner"] for c in self.root.contracts() if c["path"] == probe)
+        self.assertEqual(self.root.call("Owners", "as", ["**"])[0], {"w.a": nobody})
         self.assertEqual(self.nobody.call("Owners", "as", ["**"])[0], {})
         self.denied(self.nobody.call, "CommitWith", "a{sv}asasa{sv}", {"pub.b": ("x", 2)}, [], [], OWNED)
 

@@ -33,9 +33,9 @@ import Testing
   /// go, also when the unlock misses it and nothing else ever unlocks: the
   /// holder here unlocks once per round and then only watches. A missed
   /// wakeup costs at most the bound (200 µs); the slack covers a loaded
-  /// machine's scheduling (84 ms seen with eight builds running). Without
-  /// the bound a missed wakeup never ends: the contender would wait
-  /// forever, far beyond any slack.
+  /// machine's scheduling, which can hold the contender back for tens of
+  /// milliseconds. Without the bound a missed wakeup never ends: the
+  /// contender would wait forever, far beyond any slack.
   @Test func contenderWakesWithinBound() {
     let lock = MonitorLock.make()
     defer { lock.destroy() }

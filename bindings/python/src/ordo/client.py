@@ -41,7 +41,7 @@ from jeepney.io.blocking import DBusConnection, DBusConnectionBase, open_dbus_co
 from .errors import (ConnectionLost, DBus, DuplicateName, InvalidArgument, InvalidKeypath, NotFound, OrdoError,
                      Timeout, error_for_dbus)
 from .trace import Trace, TraceStep
-from .values import Value, check_text, from_variant, to_variant
+from .values import Value, check_text, from_variant, is_uint64, to_variant
 
 __all__ = ["ADDRESS_VARIABLE", "Client", "Entry", "Snapshot", "Changes", "Position", "Notification", "Writes", "Watch", "Writer", "TraceWatch",
            "MergingWriter", "MergedWrite", "NAME", "PATH", "INTERFACE"]
@@ -718,8 +718,8 @@ class Client:
                 raise InvalidArgument(f"expect: a mapping of keypath to counter, not {expect!r}")
             for k, n in expect.items():
                 _check_str(k, "expect keypath")
-                if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n < 2**64:
-                    raise InvalidArgument(f"expect[{k!r}]: a counter (int >= 0), not {n!r}")
+                if not is_uint64(n):
+                    raise InvalidArgument(f"expect[{k!r}]: a counter (an int from 0 to 2**64 - 1), not {n!r}")
             options["expect"] = ("a{st}", dict(expect))
         if not isinstance(owned, bool):
             raise InvalidArgument(f"owned: a bool, not {owned!r}")
@@ -745,8 +745,8 @@ class Client:
 
     def changes(self, since: int, patterns: Iterable[str] = ("**",)) -> Changes:
         """Every matching keypath changed after transaction ``since`` (SPEC §10)."""
-        if not isinstance(since, int) or isinstance(since, bool) or since < 0:
-            raise InvalidArgument(f"since: a transaction id (int >= 0), not {since!r}")
+        if not is_uint64(since):
+            raise InvalidArgument(f"since: {since!r} is out of range for a transaction id (an int from 0 to 2**64 - 1)")
         values, removed, counters, txn = self.call("Changes", "tas", since, _strings(patterns, "patterns"))
         return Changes(_values(values), list(removed), dict(counters), txn)
 

@@ -29,7 +29,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Named
 from .errors import InvalidArgument, LibraryNotFound, OrdoError, error_for_status
 from .client import Snapshot
 from .trace import ContractInfo, Trace, TraceStep
-from .values import Value, check_text, check_value
+from .values import Value, check_text, check_value, is_uint64
 
 __all__ = ["Bus", "Contract", "Handle", "Note", "load_library", "NO_PRIORITY", "NOTIFY_INITIAL"]
 
@@ -557,8 +557,8 @@ class Bus:
         """Makes the open transaction conditional: its outermost commit
         applies it only if ``keypath``'s counter is still ``counter`` (0:
         never changed), else raises :class:`Conflict` and applies nothing."""
-        if not isinstance(counter, int) or isinstance(counter, bool) or not 0 <= counter < 2**64:
-            raise InvalidArgument(f"counter: an int >= 0, not {counter!r}")
+        if not is_uint64(counter):
+            raise InvalidArgument(f"counter: an int from 0 to 2**64 - 1, not {counter!r}")
         self._check(self._lib.ordo_expect_counter(self._bus(), _encode(keypath, "keypath"), counter))
 
     def owner(self, name: str) -> Owner:
@@ -781,7 +781,7 @@ class Bus:
         """Unregisters a contract (a :class:`Contract` or its id); NotFound if
         it is not registered. Allowed from any callback, its own included."""
         cid = contract.id if isinstance(contract, Contract) else contract
-        if not isinstance(cid, int) or isinstance(cid, bool) or cid < 0:
+        if not is_uint64(cid):
             raise InvalidArgument(f"unregister: a Contract or a contract id, not {contract!r}")
         self._check(self._lib.ordo_unregister(self._bus(), cid))
         self._tokens.pop(cid, None)
@@ -811,7 +811,7 @@ class Bus:
         """What the bus knows of a contract (a :class:`Contract` or its id):
         ordo_get_contract_info. NotFound if it is not registered."""
         cid = contract.id if isinstance(contract, Contract) else contract
-        if not isinstance(cid, int) or isinstance(cid, bool) or cid < 0:
+        if not is_uint64(cid):
             raise InvalidArgument(f"contract_info: a Contract or a contract id, not {contract!r}")
         p = POINTER(_ContractInfo)()
         self._check(self._lib.ordo_get_contract_info(self._bus(), cid, byref(p)))

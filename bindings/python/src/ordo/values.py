@@ -81,6 +81,12 @@ def from_variant(variant: Tuple[str, Any], key: str = "") -> Value:
     raise InvalidArgument(f"{_what(key)}: the service sent a variant of type {sig!r}")
 
 
+def is_uint64(x: Any) -> bool:
+    """Whether ``x`` is an int (not a bool) that fits an unsigned 64-bit
+    field: a counter, a transaction id, a contract id."""
+    return isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**64
+
+
 def check_text(s: str, what: str, error: type[OrdoError] = InvalidArgument) -> None:
     """Refuses a str that C and D-Bus strings cannot carry: one with a NUL
     character, or with lone surrogates (not UTF-8). Raises `error`."""
