@@ -90,12 +90,15 @@ extension Bus {
       throw OrdoError(.invalidArgument, "owner \"\(owner.name)\" belongs to another bus")
     }
     try withGate { () throws(OrdoError) in
-      guard store.ownership.isLive(owner.id) else {
-        throw OrdoError(.invalidArgument, "owner \"\(owner.name)\" was released")
-      }
-      _ = gate.acquire()
+      let acquired = gate.acquire()
       if case .pass = gate.phase {
         throw OrdoError(.invalidArgument, "begin(owner:) inside a callback: a callback's writes belong to its contract")
+      }
+      // Checked once the bus is this thread's: a release cannot slip in
+      // between the check and the transaction.
+      guard store.ownership.isLive(owner.id) else {
+        if acquired { gate.release() }
+        throw OrdoError(.invalidArgument, "owner \"\(owner.name)\" was released")
       }
       gate.enter()
       _ = gate.own(owner.id)

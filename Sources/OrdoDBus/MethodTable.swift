@@ -259,19 +259,20 @@ extension DBusService {
     _ r: inout MessageReader, _ method: String, _ types: KeyValuePairs<String, String>,
     _ body: (String, inout MessageReader) throws(OrdoServiceError) -> Void
   ) throws(OrdoServiceError) {
-    let known = types.map { "\($0.key) (\($0.value))" }.joined(separator: ", ")
+    // Named in errors only: not made for a call whose options are right.
+    func known() -> String { types.map { "\($0.key) (\($0.value))" }.joined(separator: ", ") }
     var opts = r.recurse()
     r.next()
     var seen = 0
     while !opts.atEnd {
       seen += 1
-      guard seen <= 16 else { throw .ordo(OrdoError(.limit, "\(method): more than 16 options (the options are \(known))")) }
+      guard seen <= 16 else { throw .ordo(OrdoError(.limit, "\(method): more than 16 options (the options are \(known()))")) }
       var e = opts.recurse()
       opts.next()
       let key: String
       do { key = try e.string("option name") } catch { throw .invalidArgs(error.message) }
       guard let sig = types.first(where: { $0.key == key })?.value else {
-        throw .invalidArgs("\(method): unknown option \"\(key)\"; the options are \(known)")
+        throw .invalidArgs("\(method): unknown option \"\(key)\"; the options are \(known())")
       }
       var v = e.recurse()
       let got = v.currentSignature()

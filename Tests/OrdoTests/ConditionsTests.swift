@@ -140,6 +140,13 @@ import Testing
     owner.release()
     #expect(bus.transactionID == 3)
     #expect(codeOf { try bus.begin(owner: owner) } == .invalidArgument)
+    // The refusal left the bus free: another thread's transaction runs.
+    let done = DispatchSemaphore(value: 0)
+    Thread {
+      _ = try? bus.transaction { () throws(OrdoError) in try bus.set("other", .int64(1)) }
+      done.signal()
+    }.start()
+    #expect(done.wait(timeout: .now() + 10) == .success)
   }
 
   @Test func anOwnerGoesWithItsLastReference() throws {
