@@ -73,6 +73,37 @@ extension Bus {
     }
   }
 
+  /// What a client-side cache of a contract's read set needs from a
+  /// notification to stay exact (D-Bus `Register` option `cache`): for no
+  /// changed keypath (an initial call), every value of the read set; else
+  /// the value of every keypath at or under a changed keypath that the
+  /// read set matches. A client drops what it holds at or under each
+  /// changed keypath and puts these in its place. Read at the contract's
+  /// turn in the pass: the stability rule (§5) keeps its read set as it is
+  /// until the transaction ends, so these are its values at that
+  /// transaction. Counted as reads like ``values(of:)``.
+  package func readSetValues(of contract: ContractID, under changed: ChangedKeypaths) -> [String: Value] {
+    withGate {
+      guard let c = contractGraph.contract(contract) else { return [:] }
+      let own = gate.isOwner
+      var out: [String: Value] = [:]
+      func take(_ n: KeyNode) {
+        var matched = false
+        for (i, r) in c.reads.enumerated() where r.matches(n.ids) {
+          c.usedReads |= ContractState.bit(i)
+          matched = true
+        }
+        if matched, let v = store.value(n, own: own) { out[n.key] = v }
+      }
+      if changed.isEmpty {
+        for r in c.reads { store.forEachNode(matching: r, take) }
+      } else {
+        for k in changed { store.existing(k)?.forEachInSubtree(take) }
+      }
+      return out
+    }
+  }
+
   /// The values and counters of every keypath matching one of the patterns,
   /// and the last committed transaction id, read at one moment.
   ///

@@ -19,7 +19,10 @@ public let introspectionXML: String = #"""
 <node name="/dev/ordo/Bus">
   <interface name="dev.ordo.Bus1">
     <!-- Registers a contract; its Notify signals go to the caller only.
-         options: priority (i), notify-initial (b), timeout-ms (u). -->
+         options: priority (i), notify-initial (b), timeout-ms (u), cache
+         (b: each Notify carries what a client-side cache of the read set
+         needs; implies notify-initial; see docs/dbus.md, "Consistent
+         reads"). -->
     <method name="Register">
       <arg name="name" type="s" direction="in"/>
       <arg name="reads" type="as" direction="in"/>

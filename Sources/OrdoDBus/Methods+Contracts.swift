@@ -18,7 +18,8 @@ extension DBusService {
     var priority: Int32?
     var flags: ContractFlags = []
     var timeoutMs = limits.defaultWriterTimeoutMs
-    try readOptions(&r, "Register", ["priority": "i", "notify-initial": "b", "timeout-ms": "u"]) { key, v throws(OrdoServiceError) in
+    var cache = false
+    try readOptions(&r, "Register", ["priority": "i", "notify-initial": "b", "timeout-ms": "u", "cache": "b"]) { key, v throws(OrdoServiceError) in
       switch key {
       case "priority":
         priority = v.int32()
@@ -30,9 +31,18 @@ extension DBusService {
         guard timeoutMs <= limits.maxWriterTimeoutMs else {
           throw .ordo(OrdoError(.limit, "Register: timeout-ms \(timeoutMs) is more than \(limits.maxWriterTimeoutMs) (limit max-writer-timeout-ms)"))
         }
+      case "cache":
+        cache = v.bool()
       default:
         break
       }
+    }
+    // A cache starts from the initial call's values: the whole read set.
+    if cache {
+      guard !reads.isEmpty else {
+        throw .ordo(OrdoError(.invalidArgument, "Register: option \"cache\" needs a read set; contract \"\(name)\" reads nothing (an every-transaction contract)"))
+      }
+      flags.insert(.notifyInitial)
     }
     if reads.count + writes.count > limits.maxKeypathsPerCall {
       throw .ordo(OrdoError(.limit, "contract \"\(name)\" declares \(reads.count + writes.count) patterns, more than \(limits.maxKeypathsPerCall) (limit max-keypaths-per-call)"))
@@ -66,7 +76,8 @@ extension DBusService {
     // The record exists before the contract: an initial call during
     // registration finds it. Its id is known once registered.
     let timeout = timeoutMs
-    let box = LazyRemoteContract { id in RemoteContract(id: id, name: name, peer: peer, timeoutMs: writer ? timeout : nil, everyTransaction: reads.isEmpty) }
+    let cached = cache
+    let box = LazyRemoteContract { id in RemoteContract(id: id, name: name, peer: peer, timeoutMs: writer ? timeout : nil, everyTransaction: reads.isEmpty, cache: cached) }
     let spec = ContractSpec(name: name, reads: reads, writes: writes, priority: priority, flags: flags) { [weak self] note in
       guard let self, let record = box.record(note.contract) else { return }
       if record.isWriter {

@@ -45,6 +45,7 @@ extension DBusService {
               d.entry("timeout-ms", uint32: t)
               d.entry("suspended", bool: record.isSuspended)
             }
+            if record?.cache == true { d.entry("cache", bool: true) }
           }
         }
       }

@@ -43,13 +43,17 @@ final class RemoteContract: @unchecked Sendable {
   /// An every-transaction observer (empty read set): its `Notify` carries
   /// every changed keypath, filtered to what the peer may read.
   let everyTransaction: Bool
+  /// Registered with the option `cache`: its `Notify` carries what a
+  /// client-side cache of its read set needs (``Bus/readSetValues(of:under:)``).
+  let cache: Bool
 
-  init(id: ContractID, name: String, peer: RemotePeer, timeoutMs: UInt32?, everyTransaction: Bool) {
+  init(id: ContractID, name: String, peer: RemotePeer, timeoutMs: UInt32?, everyTransaction: Bool, cache: Bool = false) {
     self.id = id
     self.name = name
     self.peer = peer
     self.timeoutMs = timeoutMs
     self.everyTransaction = everyTransaction
+    self.cache = cache
   }
 
   var owner: String { peer.name }

@@ -247,6 +247,64 @@ class Ordering(DBusTest):
         r.register("o", ["a"])
 
 
+class CacheOption(DBusTest):
+    """Register's option "cache": each Notify carries what a client-side
+    cache of the read set needs (docs/dbus.md, "Consistent reads")."""
+    ordod_args = ("--max-message-bytes", "2000")
+    CACHE = {"cache": ("b", True)}
+
+    def test_notify_carries_the_read_set_under_each_change(self):
+        w, r = self.env.peer(), self.env.peer()
+        w.commit({"doc.title": ("s", "T"), "doc.items.1.name": ("s", "a"), "doc.items.2.name": ("s", "b"),
+                  "doc.items.2.size": ("x", 3), "doc": ("x", 0), "other": ("x", 1)})
+        path = r.register("c", ["doc.title", "doc.items.*.name"], options=self.CACHE)
+        # Initial call (implied): every value of the read set, nothing else.
+        self.assertEqual(r.next_notify(), (path, 1, [], {
+            "doc.items.1.name": ("s", "a"), "doc.items.2.name": ("s", "b"), "doc.title": ("s", "T")}))
+        self.assertEqual(w.commit({"doc.items.1.name": ("s", "c")}), 2)
+        self.assertEqual(r.next_notify(), (path, 2, ["doc.items.1.name"], {"doc.items.1.name": ("s", "c")}))
+        # A tree removed: its keypath, and what is left of the read set under it (nothing).
+        self.assertEqual(w.commit(remove=["doc.items.2.**"]), 3)
+        self.assertEqual(r.next_notify(), (path, 3, ["doc.items.2"], {}))
+        # An ancestor touched, set or removed: the read set under it, not the ancestor's value.
+        self.assertEqual(w.commit(touch=["doc.items"]), 4)
+        self.assertEqual(r.next_notify(), (path, 4, ["doc.items"], {"doc.items.1.name": ("s", "c")}))
+        self.assertEqual(w.commit({"doc": ("x", 1)}), 5)
+        self.assertEqual(r.next_notify(), (path, 5, ["doc"], {"doc.items.1.name": ("s", "c"), "doc.title": ("s", "T")}))
+        self.assertEqual(w.commit(remove=["doc.title"]), 6)
+        self.assertEqual(r.next_notify(), (path, 6, ["doc.title"], {}))
+        # Without the option, the same write carries the changed keypath's own value.
+        plain = r.register("plain", ["doc.title", "doc.items.*.name"])
+        self.assertEqual(w.commit({"doc": ("x", 2)}), 7)
+        got = {n[0]: n for n in r.notifies(2)}
+        self.assertEqual(got[path], (path, 7, ["doc"], {"doc.items.1.name": ("s", "c")}))
+        self.assertEqual(got[plain], (plain, 7, ["doc"], {"doc": ("x", 2)}))
+        self.assertIs([c for c in w.contracts() if c["name"] == "c"][0]["cache"], True)
+        self.assertNotIn("cache", [c for c in w.contracts() if c["name"] == "plain"][0])
+
+    def test_too_large_is_marked(self):
+        w, r = self.env.peer(), self.env.peer()
+        big = "x" * 700
+        for i in range(4):  # one value a Commit: a direct peer's messages obey max-message-bytes too
+            w.commit({f"m.{i}": ("s", big)})
+        path = r.register("c", ["m.*"], options=self.CACHE)
+        # The initial read set does not fit in 2000 bytes: "**", no values.
+        self.assertEqual(r.next_notify(), (path, 4, ["**"], {}))
+        self.assertEqual(w.commit({"m.0": ("s", "small")}), 5)
+        self.assertEqual(r.next_notify(), (path, 5, ["m.0"], {"m.0": ("s", "small")}))
+        # The whole read set under a touched ancestor does not fit either.
+        self.assertEqual(w.commit(touch=["m"]), 6)
+        self.assertEqual(r.next_notify(), (path, 6, ["**"], {}))
+        self.assertEqual(w.stats()["notify-truncated"], 2)
+
+    def test_refused_without_a_read_set(self):
+        r = self.env.peer()
+        e = self.assertRemoteError(E("InvalidArgument"), r.register, "every", [], options=self.CACHE)
+        self.assertIn('"cache"', e.message)
+        self.assertRemoteError(INVALID_ARGS, r.register, "typed", ["a"], options={"cache": ("i", 1)})
+        self.assertEqual([c["name"] for c in r.contracts()], [])
+
+
 class Errors(DBusTest):
     ordod_args = ("--max-contracts-per-peer", "20", "--max-keypaths-per-call", "100", "--max-value-bytes", "1000")
 

@@ -271,6 +271,19 @@ deny user:nobody read x.y.z
         self.assertEqual(self.nobody.next_notify(), (obs, 3, ["x.y.z.w"], {"x.y.z.w": ("x", 1)}))
 
 
+    def test_a_cached_contract_gets_its_whole_read_set(self):
+        self.root.commit({"x.y.z.w": ("x", 1), "x.y.z.v": ("x", 2), "x.q": ("x", 0)})
+        obs = self.nobody.register("cached", ["x.y.z.*", "x.q"], options={"cache": ("b", True)})
+        self.assertEqual(self.nobody.next_notify(),
+                         (obs, 1, [], {"x.q": ("x", 0), "x.y.z.v": ("x", 2), "x.y.z.w": ("x", 1)}))
+        # The tree removed under a keypath it may not read: its client could
+        # not tell what went, so the Notify carries the whole read set, as an
+        # initial call does, not only what is under x.q.
+        self.root.commit({"x.q": ("x", 5)}, [], ["x.y.z.**"])
+        self.assertEqual(self.nobody.next_notify(), (obs, 2, [], {"x.q": ("x", 5)}))
+        self.root.commit({"x.y.z.w": ("x", 3)})
+        self.assertEqual(self.nobody.next_notify(), (obs, 3, ["x.y.z.w"], {"x.y.z.w": ("x", 3)}))
+
 class Reload(PolicyTest):
     def test_sighup_valid_then_broken(self):
         self.assertEqual(self.nobody.commit({"app.b": ("x", 1)}), 1)
