@@ -30,7 +30,8 @@ import socket
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import (Any, Callable, Deque, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional,
                     Sequence, Tuple)
 
@@ -106,12 +107,18 @@ class Notification:
     ``initial=True``, or after a reconnect to another epoch: replace your
     whole state with ``values``). :attr:`initial` tells a writer's initial
     call.
+
+    ``cache`` (a watch or writer registered with ``cache=True``): a
+    read-only mapping of every keypath of the read set that holds a value,
+    as of ``txn`` -- the values of the keypaths that did not change too. It
+    stays as it is when later notifications come. None without ``cache``.
     """
     txn: int
     changed: Tuple[str, ...]
     values: Dict[str, Value]
     contract: str = ""
     kind: str = "notify"
+    cache: Optional[Mapping[str, Value]] = None
 
     @property
     def initial(self) -> bool:
@@ -133,6 +140,67 @@ class Writes:
     set: Mapping[str, Any] = field(default_factory=dict)
     touch: Sequence[str] = ()
     remove: Sequence[str] = ()
+
+
+#: The changed list of a cached contract's Notify that was too large to send:
+#: re-read the read set (``"**"`` is never a keypath).
+_TRUNCATED = ("**",)
+
+
+def _within(k: str, roots: Iterable[str]) -> bool:
+    """Whether keypath k is one of roots or lies under one of them."""
+    if k in roots:
+        return True
+    i = k.find(".")
+    while i != -1:
+        if k[:i] in roots:
+            return True
+        i = k.find(".", i + 1)
+    return False
+
+
+class _ReadCache:
+    """A contract's read set (its values) as of one transaction, kept as the
+    ``cache`` Register option lays out (docs/dbus.md): filled from the initial
+    Notify or a read, then each Notify drops every entry at or under its
+    changed keypaths and puts its values. Every state is a new dict that is
+    never changed afterwards, so the view a notification holds stays the read
+    set as of its transaction."""
+
+    def __init__(self) -> None:
+        self.view: Mapping[str, Value] = MappingProxyType({})
+
+    def fill(self, values: Mapping[str, Value]) -> None:
+        """Replaces everything (an initial Notify, a Snapshot)."""
+        self.view = MappingProxyType(dict(values))
+
+    def apply(self, changed: Sequence[str], values: Mapping[str, Value]) -> None:
+        """A Notify: the read set's values under its changed keypaths are all
+        in ``values``; with no changed keypath (an initial call, a write the
+        peer may not read) the whole read set is."""
+        if not changed:
+            self.fill(values)
+            return
+        roots = set(changed)
+        kept = {k: v for k, v in self.view.items() if not _within(k, roots)}
+        kept.update(values)
+        self.view = MappingProxyType(kept)
+
+    def update(self, values: Mapping[str, Value], removed: Iterable[str]) -> None:
+        """A ``Changes`` read: every keypath that changed since the cache's
+        transaction, with its value or among ``removed``."""
+        new = dict(self.view)
+        for k in removed:
+            new.pop(k, None)
+        new.update(values)
+        self.view = MappingProxyType(new)
+
+    def reread(self, client: "Client", patterns: List[str]) -> Snapshot:
+        """Fills it with a ``Snapshot`` of the read set (the state now, for a
+        Notify that was too large to send); returns the snapshot."""
+        snap = client.snapshot(patterns)
+        self.fill(snap.values)
+        return snap
 
 
 def _writes_body(set_: Optional[Mapping[str, Any]], touch: Iterable[str], remove: Iterable[str]):
@@ -823,14 +891,16 @@ class Client:
 
     def watch(self, patterns: Iterable[str], priority: Optional[int] = None, *, name: Optional[str] = None,
               initial: bool = False, resume_from: Optional[Position] = None, reconnect: bool = True,
-              reconnect_timeout: float = 30.0, gap_check: bool = True) -> "Watch":
+              reconnect_timeout: float = 30.0, gap_check: bool = True, cache: bool = False) -> "Watch":
         """Registers an observer of ``patterns`` and returns an iterator of
-        its :class:`Notification` s (see :class:`Watch`)."""
+        its :class:`Notification` s (see :class:`Watch`). With ``cache``
+        each notification carries the whole read set as of its transaction
+        (:attr:`Notification.cache`)."""
         return Watch(self, _strings(patterns, "patterns"), priority, name, initial, resume_from, reconnect,
-                     reconnect_timeout, gap_check)
+                     reconnect_timeout, gap_check, cache)
 
     def writer(self, name: str, reads: Iterable[str], writes: Iterable[str], priority: Optional[int] = None,
-               *, timeout_ms: Optional[int] = None, notify_initial: bool = False):
+               *, timeout_ms: Optional[int] = None, notify_initial: bool = False, cache: bool = False):
         """A decorator that makes a function a writer contract::
 
             @client.writer("normalize", reads=["user.name"], writes=["user.name"], priority=-3)
@@ -840,18 +910,20 @@ class Client:
         The function receives each :class:`Notification` and returns what to
         write: None (nothing), a dict of sets, or :class:`Writes`. The client
         answers with ``Complete``; the decorator returns the :class:`Writer`.
+        With ``cache`` (which implies ``notify_initial``) each call's
+        :attr:`Notification.cache` holds the whole read set.
         """
         def deco(fn):
             return self.add_writer(fn, name, reads, writes, priority, timeout_ms=timeout_ms,
-                                   notify_initial=notify_initial)
+                                   notify_initial=notify_initial, cache=cache)
         return deco
 
     def add_writer(self, fn: Callable[[Notification], Any], name: str, reads: Iterable[str],
                    writes: Iterable[str], priority: Optional[int] = None, *, timeout_ms: Optional[int] = None,
-                   notify_initial: bool = False) -> "Writer":
+                   notify_initial: bool = False, cache: bool = False) -> "Writer":
         """Registers ``fn`` as a writer contract (see :meth:`writer`)."""
         w = Writer(self, fn, name, _strings(reads, "reads"), _strings(writes, "writes"), priority, timeout_ms,
-                   notify_initial)
+                   notify_initial, cache)
         w._register()
         with self._state:
             self._writers.append(w)
@@ -909,8 +981,18 @@ def _check_str(x: Any, what: str) -> None:
         raise InvalidArgument(f"{what}: a str, not {type(x).__name__}")
 
 
-def _options(priority: Optional[int], notify_initial: bool, timeout_ms: Optional[int] = None) -> Dict[str, Any]:
+def _options(priority: Optional[int], notify_initial: bool, timeout_ms: Optional[int] = None, *,
+             cache: bool = False, reads: Sequence[str] = ()) -> Dict[str, Any]:
     opts: Dict[str, Any] = {}
+    if not isinstance(cache, bool):
+        raise InvalidArgument(f"cache: a bool, not {cache!r}")
+    if cache:
+        if not reads:
+            raise InvalidArgument("option \"cache\" needs a read set; this contract reads nothing "
+                                  "(an every-transaction contract)")
+        # The initial Notify fills the cache (the service implies it too).
+        notify_initial = True
+        opts["cache"] = ("b", True)
     if priority is not None:
         if not isinstance(priority, int) or isinstance(priority, bool) or not -2**31 < priority < 2**31:
             raise InvalidArgument(f"priority: an int32 (not INT32_MIN), not {priority!r}")
@@ -930,9 +1012,15 @@ class Writer:
     service is away); it registers again by itself when the service comes
     back, and is then called initially (:attr:`Notification.initial`), as
     after a suspension. ``calls``, ``completed`` and ``refused`` count its
-    calls."""
+    calls.
 
-    def __init__(self, client: Client, fn, name, reads, writes, priority, timeout_ms, notify_initial):
+    With ``cache`` every call's :attr:`Notification.cache` is the read set
+    as of the call's transaction: an initial call fills it, each later call
+    applies its ``Notify``. A call whose ``Notify`` was too large to send
+    re-reads the read set with ``Snapshot`` (the state now) and comes with
+    kind ``"snapshot"``: compute everything again, as for an initial call."""
+
+    def __init__(self, client: Client, fn, name, reads, writes, priority, timeout_ms, notify_initial, cache):
         if not writes:
             raise InvalidArgument(f"writer {name!r}: a writer needs a non-empty write set (use watch to observe)")
         _check_str(name, "name")
@@ -941,7 +1029,8 @@ class Writer:
         self.name = name
         self.reads = reads
         self.writes = writes
-        self.options = _options(priority, notify_initial, timeout_ms)
+        self.options = _options(priority, notify_initial, timeout_ms, cache=cache, reads=reads)
+        self._cache = _ReadCache() if cache else None
         self.path: Optional[str] = None
         self.calls = 0
         self.completed = 0
@@ -964,6 +1053,8 @@ class Writer:
             return
         self.calls += 1
         try:
+            if self._cache is not None:
+                note = self._cached(note)
             result = self.fn(note)
             if result is None:
                 result = Writes()
@@ -986,6 +1077,17 @@ class Writer:
         except OrdoError as e:
             self.refused += 1
             self.client.on_error(self, e)
+
+    def _cached(self, note: Notification) -> Notification:
+        """The call with the cache brought to its transaction."""
+        cache = self._cache
+        assert cache is not None
+        if note.changed == _TRUNCATED:
+            snap = cache.reread(self.client, self.reads)
+            return replace(note, changed=tuple(sorted(snap.counters)), values=snap.values, kind="snapshot",
+                           cache=cache.view)
+        cache.apply(note.changed, note.values)
+        return replace(note, cache=cache.view)
 
     def unregister(self) -> None:
         """Unregisters the writer (no-op if already gone)."""
@@ -1020,17 +1122,25 @@ class Watch:
     it. Transactions already covered by a catch-up are not delivered again.
     ``resume_from`` starts from a saved position (a restarted program).
 
+    With ``cache`` every notification's :attr:`Notification.cache` is the
+    read set as of its ``txn``: the initial ``Notify`` of each registration
+    fills it, each ``Notify`` is applied to it, and a catch-up (``Changes``
+    or the refill after a registration) brings it to the catch-up's txn. A
+    ``Notify`` too large to send (``changed == ("**",)``) is replaced by a
+    ``Snapshot`` read, delivered as a ``"snapshot"`` notification.
+
     ``next(timeout)`` waits up to ``timeout`` seconds (``TimeoutError`` when
     nothing came); plain iteration waits forever. ``close()`` (or leaving a
     ``with`` block) unregisters the contract.
     """
 
     def __init__(self, client: Client, patterns, priority, name, initial, resume_from, reconnect,
-                 reconnect_timeout, gap_check):
+                 reconnect_timeout, gap_check, cache):
         self.client = client
         self.patterns = patterns
         self.name = name
-        self.options = _options(priority, True)
+        self.options = _options(priority, True, cache=cache, reads=patterns)
+        self._cache = _ReadCache() if cache else None
         self.reconnect = reconnect
         self.reconnect_timeout = reconnect_timeout
         self.gap_check = gap_check
@@ -1078,12 +1188,24 @@ class Watch:
                     raise
                 time.sleep(min(0.05 * (attempt + 1), 0.5))
         first = c._wait(lambda: self._q.popleft() if self._q else None, deadline)
-        self._catch_up(first.txn)
+        txn = first.txn
+        if self._cache is not None and first.changed == _TRUNCATED:
+            txn = self._cache.reread(c, self.patterns).txn
+        elif self._cache is not None:
+            self._cache.fill(first.values)
+        self._catch_up(txn)
+
+    @property
+    def _view(self) -> Optional[Mapping[str, Value]]:
+        return None if self._cache is None else self._cache.view
 
     def _catch_up(self, txn_now: int) -> None:
         """After (re)registering: from a resume point, same epoch -> Changes,
-        other epoch -> Snapshot; without one, a Snapshot if asked for."""
+        other epoch -> Snapshot; without one, a Snapshot if asked for. With
+        a cache (filled as of ``txn_now``), ``Changes`` brings it to the
+        catch-up's txn and the cache itself is the snapshot."""
         c = self.client
+        cache = self._cache
         resume, initial = self._resume, self._initial
         self._resume = None
         self._initial = False
@@ -1091,8 +1213,10 @@ class Watch:
         if resume is None and not initial:
             self._last = txn_now
             return
+        # (A cache as of txn_now misses what changed up to a resume point past
+        # it: such a catch-up is a snapshot.)
         if resume is not None and resume.epoch is not None and resume.epoch == self._epoch \
-                and c._has_changes is not False:
+                and c._has_changes is not False and (cache is None or resume.txn <= txn_now):
             try:
                 ch = c.changes(resume.txn, self.patterns)
                 c._has_changes = True
@@ -1104,14 +1228,20 @@ class Watch:
                 c._has_changes = False
             else:
                 self._last = ch.txn
+                if cache is not None:
+                    cache.update(ch.values, ch.removed)
                 keys = tuple(sorted(set(ch.values) | set(ch.removed)))
                 if keys:
-                    self._ready.append(Notification(ch.txn, keys, ch.values, self._path or "", "changes"))
+                    self._ready.append(Notification(ch.txn, keys, ch.values, self._path or "", "changes",
+                                                    self._view))
                 return
-        snap = c.snapshot(self.patterns)
-        self._last = snap.txn
-        self._ready.append(Notification(snap.txn, tuple(sorted(snap.counters)), snap.values, self._path or "",
-                                        "snapshot"))
+        if cache is None:
+            snap = c.snapshot(self.patterns)
+            txn, keys, values = snap.txn, snap.counters, snap.values
+        else:
+            txn, keys, values = txn_now, cache.view, dict(cache.view)
+        self._last = txn
+        self._ready.append(Notification(txn, tuple(sorted(keys)), values, self._path or "", "snapshot", self._view))
 
     def _resume_now(self, deadline: float) -> None:
         """The service or the connection came back: register again, catch up."""
@@ -1162,9 +1292,16 @@ class Watch:
 
     def _accept(self, note: Notification) -> None:
         c = self.client
+        cache = self._cache
         last = self._last or 0
         if note.txn <= last:
             return  # covered by a catch-up already
+        if cache is not None and note.changed == _TRUNCATED:
+            snap = cache.reread(c, self.patterns)
+            self._last = snap.txn
+            self._ready.append(Notification(snap.txn, tuple(sorted(snap.counters)), snap.values, note.contract,
+                                            "snapshot", cache.view))
+            return
         if self.gap_check and note.txn > last + 1 and c._has_changes is not False:
             try:
                 ch = c.changes(last, self.patterns)
@@ -1175,12 +1312,22 @@ class Watch:
                 c._has_changes = False
             else:
                 keys = set(ch.values) | set(ch.removed)
-                if ch.txn != note.txn or not keys <= set(note.changed):
+                # A cached contract's Notify resends the read set under each
+                # keypath it lists (all of it when it lists none): it covers
+                # what changed under them.
+                roots = set(note.changed)
+                covered = keys <= roots if cache is None else not roots or all(_within(k, roots) for k in keys)
+                if ch.txn != note.txn or not covered:
                     self._last = ch.txn
+                    if cache is not None:
+                        cache.update(ch.values, ch.removed)
                     self._ready.append(Notification(ch.txn, tuple(sorted(keys)), ch.values, note.contract,
-                                                    "changes"))
+                                                    "changes", self._view))
                     return
         self._last = note.txn
+        if cache is not None:
+            cache.apply(note.changed, note.values)
+            note = replace(note, cache=cache.view)
         self._ready.append(note)
 
     def __iter__(self) -> Iterator[Notification]:
