@@ -1228,12 +1228,9 @@ class Watch:
                 c._has_changes = False
             else:
                 self._last = ch.txn
-                if cache is not None:
-                    cache.update(ch.values, ch.removed)
-                keys = tuple(sorted(set(ch.values) | set(ch.removed)))
+                keys = set(ch.values) | set(ch.removed)
                 if keys:
-                    self._ready.append(Notification(ch.txn, keys, ch.values, self._path or "", "changes",
-                                                    self._view))
+                    self._caught_up(ch, keys, self._path or "")
                 return
         if cache is None:
             snap = c.snapshot(self.patterns)
@@ -1317,18 +1314,27 @@ class Watch:
                 # what changed under them.
                 roots = set(note.changed)
                 covered = keys <= roots if cache is None else not roots or all(_within(k, roots) for k in keys)
-                if ch.txn != note.txn or not covered:
-                    self._last = ch.txn
-                    if cache is not None:
-                        cache.update(ch.values, ch.removed)
-                    self._ready.append(Notification(ch.txn, tuple(sorted(keys)), ch.values, note.contract,
-                                                    "changes", self._view))
+                if ch.txn < note.txn:
+                    # Changes answered before the note's transaction ended (a
+                    # pass sends its Notify signals first): what it found came
+                    # before the note, which follows it.
+                    if keys:
+                        self._caught_up(ch, keys, note.contract)
+                elif ch.txn != note.txn or not covered:
+                    self._caught_up(ch, keys, note.contract)
                     return
         self._last = note.txn
         if cache is not None:
             cache.apply(note.changed, note.values)
             note = replace(note, cache=cache.view)
         self._ready.append(note)
+
+    def _caught_up(self, ch: Changes, keys: Iterable[str], contract: str) -> None:
+        """Delivers a ``Changes`` read as one ``"changes"`` notification."""
+        self._last = ch.txn
+        if self._cache is not None:
+            self._cache.update(ch.values, ch.removed)
+        self._ready.append(Notification(ch.txn, tuple(sorted(keys)), ch.values, contract, "changes", self._view))
 
     def __iter__(self) -> Iterator[Notification]:
         return self
