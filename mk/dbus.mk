@@ -6,8 +6,9 @@
 #                   own dbus-daemon and ordod),
 #                   the durable ordod's tests and ordoctl set --merge
 #                   (merging writes, Tests/DBus/test_merge.py) included; the
-#                   method, writer, liveness, policy, resync and conditions
-#                   tests run again
+#                   method, writer, liveness, policy, resync, conditions and
+#                   cache (Tests/DBus/test_cache.py: consistent reads under
+#                   concurrent committers) tests run again
 #                   over direct connections (ORDO_TEST_TRANSPORT=direct: ordod
 #                   --listen), and Tests/DBus/test_direct.py
 #   make test-durable  only the durable ordod (ordod --state): kill -9, full
@@ -49,7 +50,8 @@ test-dbus: build
 	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 300 python3 Tests/DBus/test_conditions.py
 	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 300 python3 Tests/DBus/test_gdbus_codegen.py
 	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 300 python3 Tests/DBus/test_direct.py
-	for t in test_dbus test_writers test_liveness test_policy test_resync test_conditions; do \
+	ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 300 python3 Tests/DBus/test_cache.py
+	for t in test_dbus test_writers test_liveness test_policy test_resync test_conditions test_cache; do \
 	  ORDO_TEST_TRANSPORT=direct ORDO_BIN="$$($(SWIFT) build $(SWIFTFLAGS) --show-bin-path)" timeout 600 python3 Tests/DBus/$$t.py || exit 1; \
 	done
 
