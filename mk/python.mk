@@ -15,7 +15,7 @@ PYTHON_VENV   ?= .build-python/venv
 PYTHON_PKGS   := python3 python3-venv dbus-daemon
 PYTEST_FILES  ?= tests/test_values_errors.py tests/test_client.py tests/test_native.py tests/test_examples.py \
                  tests/test_devtools.py tests/test_schema.py \
-                 tests/test_resume.py tests/test_merging.py tests/test_conditions.py
+                 tests/test_resume.py tests/test_merging.py tests/test_conditions.py tests/test_cache.py
 PYTEST_ARGS   ?= -q
 
 .PHONY: test-python python-venv
