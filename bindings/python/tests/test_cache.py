@@ -175,6 +175,25 @@ def test_a_notify_too_large_is_read_again_as_a_snapshot():
         env.close()
 
 
+def test_a_write_it_may_not_read_refills_the_cache(tmp_path):
+    # Under a policy, a tree removed under a keypath this client may not
+    # read comes as a Notify without changed keypaths and with the whole
+    # read set: the cache is replaced, not added to.
+    policy = tmp_path / "policy"
+    policy.write_text("allow everyone read,write,writer **\ndeny everyone read x.y.z\n")
+    env = Env(ordod_args=["--policy", str(policy)])
+    try:
+        with ordo.Client(env.address) as c:
+            c.commit({"x.y.z.w": 1, "x.y.z.v": 2, "x.q": 0})
+            w = c.watch(["x.y.z.*", "x.q"], cache=True, initial=True)
+            assert dict(w.next(timeout=5).cache) == {"x.y.z.w": 1, "x.y.z.v": 2, "x.q": 0}
+            note = step(c, w, set={"x.q": 5}, remove=["x.y.z.**"])
+            assert (note.changed, dict(note.cache)) == ((), {"x.q": 5})
+            step(c, w, set={"x.y.z.w": 3})
+    finally:
+        env.close()
+
+
 def _after_a_restart(env, restart):
     """A cached watch across `restart()` (ordod killed and started again),
     with commits while it is away; returns the catch-up notification and the
