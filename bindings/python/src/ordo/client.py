@@ -32,7 +32,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import (Any, Callable, Deque, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional,
+from typing import (AbstractSet, Any, Callable, Deque, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional,
                     Sequence, Tuple)
 
 from jeepney import DBusAddress, HeaderFields, MessageType, new_method_call
@@ -147,7 +147,7 @@ class Writes:
 _TRUNCATED = ("**",)
 
 
-def _within(k: str, roots: Iterable[str]) -> bool:
+def _within(k: str, roots: AbstractSet[str]) -> bool:
     """Whether keypath k is one of roots or lies under one of them."""
     if k in roots:
         return True
