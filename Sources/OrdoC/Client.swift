@@ -56,7 +56,7 @@ final class CClient {
   private var woken = false
   /// The socket in the epoll set, -1 before the first.
   private var polledSocket: Int32 = -1
-  private var contracts: [UInt64: CClientContract] = [:]
+  private(set) var contracts: [UInt64: CClientContract] = [:]
   private var byPath: [String: CClientContract] = [:]
   private var nextID: UInt64 = 1
   private var dispatching = false
@@ -170,7 +170,7 @@ final class CClient {
   func register(_ s: ordo_client_contract_spec) throws(OrdoError) -> UInt64 {
     let name = try stringArg(s.name, "spec->name")
     guard let callback = s.callback else { throw invalid("contract \"\(name)\": spec->callback is NULL") }
-    let unknown = s.flags & ~UInt32(ORDO_NOTIFY_INITIAL)
+    let unknown = s.flags & ~(UInt32(ORDO_NOTIFY_INITIAL) | UInt32(ORDO_CLIENT_CACHE))
     guard unknown == 0 else { throw invalid("contract \"\(name)\": unknown flags 0x\(String(unknown, radix: 16)) in spec->flags") }
     let reads = try stringArray(s.reads, s.n_reads, "reads", code: .invalidKeypath)
     let writes = try stringArray(s.writes, s.n_writes, "writes", code: .invalidKeypath)
@@ -181,18 +181,19 @@ final class CClient {
     }
     let priority = s.priority == Int32.min /* ORDO_NO_PRIORITY */ ? nil : s.priority
     let notifyInitial = s.flags & UInt32(ORDO_NOTIFY_INITIAL) != 0
+    let cache = s.flags & UInt32(ORDO_CLIENT_CACHE) != 0
     let c = CClientContract(id: nextID, name: name, spec: s, callback: callback, writes: patterns)
     c.path = try call { (r) throws(OrdoRemoteError) in
       if let answer = c.answer {
         try r.registerWriter(
           name: name, reads: reads, writes: writes, priority: priority, notifyInitial: notifyInitial,
-          timeoutMs: s.timeout_ms == 0 ? nil : s.timeout_ms
+          timeoutMs: s.timeout_ms == 0 ? nil : s.timeout_ms, cache: cache
         ) { [unowned self] note in
           self.invoke(c, note)
           return answer.remoteWrites
         }
       } else {
-        try r.register(name: name, reads: reads, priority: priority, notifyInitial: notifyInitial) { [unowned self] note in
+        try r.register(name: name, reads: reads, priority: priority, notifyInitial: notifyInitial, cache: cache) { [unowned self] note in
           self.invoke(c, note)
         }
       }
@@ -449,7 +450,7 @@ public func ordo_client_get(
 /// checks the arguments, runs `read` with the client and the patterns, then
 /// calls the callback for each keypath it returns, in keypath order, with
 /// its value (NULL for none) and counter.
-private func perKeypath(
+func perKeypath(
   _ client: OpaquePointer?, _ patterns: UnsafePointer<UnsafePointer<CChar>?>?, _ n: Int, _ callback: ordo_snapshot_callback?,
   _ userData: UnsafeMutableRawPointer?, _ out_txn: UnsafeMutablePointer<UInt64>?,
   _ read: (CClient, [String]) throws(OrdoError) -> (keys: [String], values: [String: Value], counters: [String: UInt64], txn: UInt64)

@@ -485,6 +485,15 @@ public final class OrdoClient {
     }
   }
 
+  /// A cached contract's cache (``RemoteNotification/cache``) and the
+  /// transaction it is at, read without a call; the contract is named by
+  /// the path its registration returned or by its path now. Nil for a
+  /// contract of another client or registered without `cache`.
+  public func cache(of path: String) -> (values: [String: Value], transaction: UInt64)? {
+    let c = registered[path] ?? registered.values.first { $0.firstPath == path } ?? away.first { $0.firstPath == path }
+    return c?.cache.map { ($0.values, $0.transaction) }
+  }
+
   /// Unregisters one of this client's contracts, named by the path its
   /// registration returned or by its path now.
   public func unregister(_ path: String) throws(OrdoRemoteError) {
@@ -913,6 +922,7 @@ public final class OrdoClient {
     } else {
       cache.apply(changed: note.changed, values: note.values)
     }
+    cache.transaction = note.transaction
     note.cache = cache.values
     return note
   }

@@ -8,6 +8,8 @@ import Ordo
 /// read set at or under it.
 struct ReadSetCache {
   private(set) var values: [String: Value] = [:]
+  /// The transaction of the last notification applied (0 before the first).
+  var transaction: UInt64 = 0
   /// The most segments a keypath of the read set has; nil when a pattern
   /// ends in `**` (any depth). A changed keypath with at least that many
   /// has nothing of the read set under it: applying it touches only itself.
