@@ -8,18 +8,6 @@ import Testing
 import Glibc
 #endif
 
-/// Whether `pattern` (`*` one segment, a last `**` the node and below)
-/// matches `keypath`.
-private func matches(_ pattern: String, _ keypath: String) -> Bool {
-  let p = pattern.split(separator: ".", omittingEmptySubsequences: false)
-  let k = keypath.split(separator: ".", omittingEmptySubsequences: false)
-  if p.last == "**" {
-    guard k.count >= p.count - 1 else { return false }
-    return zip(p.dropLast(), k).allSatisfy { $0 == "*" || $0 == $1 }
-  }
-  return p.count == k.count && zip(p, k).allSatisfy { $0 == "*" || $0 == $1 }
-}
-
 /// A cached contract's ``RemoteNotification/cache`` is its read set as of
 /// the notified transaction, under three threads committing at once: each
 /// is checked against the state an in-process every-transaction contract
@@ -29,6 +17,7 @@ private func matches(_ pattern: String, _ keypath: String) -> Bool {
   defer { served.stop() }
   let (bus, client) = (served.bus, served.client)
   let reads = ["m.a.**", "m.x.*.v"]
+  let patterns = try reads.map { try Pattern($0) }
   let states = Mutex<[UInt64: [String: Value]]>([:])
   _ = try bus.register(ContractSpec(name: "oracle", reads: []) { [unowned bus] note in
     let s = try bus.snapshot(reads)
@@ -74,7 +63,7 @@ private func matches(_ pattern: String, _ keypath: String) -> Bool {
   for note in seen {
     let state = try #require(recorded[note.transaction])
     #expect(note.cache == state, "transaction \(note.transaction), changed \(note.changed)")
-    #expect(note.cache?.keys.allSatisfy { k in reads.contains { matches($0, k) } } == true)
+    #expect(note.cache?.keys.allSatisfy { k in patterns.contains { $0.matches(k) } } == true)
     checked += 1
   }
   #expect(checked == seen.count && seen.last?.transaction == last)
