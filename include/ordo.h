@@ -920,6 +920,29 @@ typedef void (*ordo_client_complete_error_callback)(ordo_client *client, uint64_
 ordo_status ordo_client_set_complete_error(ordo_client *client, ordo_client_complete_error_callback callback,
                                            void *user_data);
 
+/** Called from ordo_client_dispatch when the service's name changes owner
+ *  (ordod stopped, restarted, or another process took the name): owner
+ *  is NULL when the service left, else the new owner's unique name (valid
+ *  during the call), once the contracts are registered again and caught
+ *  up. Not called for a direct connection (ordo_client_connect_direct),
+ *  whose service cannot change: a lost one makes ordo_client_dispatch
+ *  return ORDO_E_DBUS. */
+typedef void (*ordo_client_owner_callback)(ordo_client *client, const char *owner, void *user_data);
+
+/** Sets (or with callback NULL removes) the client's owner-change
+ *  callback. Returns ORDO_OK or ORDO_E_INVALID_ARGUMENT (client NULL). */
+ordo_status ordo_client_set_owner_change(ordo_client *client, ordo_client_owner_callback callback, void *user_data);
+
+/** Whether the client registers its contracts again, and catches its
+ *  observers up, when the service's name gets a new owner (true by
+ *  default). Off, the contracts end with the owner that held them: when it
+ *  leaves, each one's destroy function runs and its id is unknown from
+ *  then on; the program registers again (its owner-change callback tells
+ *  when) and catches up itself with ordo_client_changes or
+ *  ordo_client_snapshot (SPEC §10). Returns ORDO_OK or
+ *  ORDO_E_INVALID_ARGUMENT (client NULL). */
+ordo_status ordo_client_set_reconnect(ordo_client *client, bool reconnect);
+
 /** A file descriptor that is readable when ordo_client_dispatch has work
  *  (a signal arrived, or was read while another call waited for its
  *  reply), for the program's poll()/epoll/GLib loop; it stays the same for

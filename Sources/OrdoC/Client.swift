@@ -63,6 +63,7 @@ final class CClient {
   /// How many writer callbacks are running (nested calls included).
   private var writersRunning = 0
   var completeError: (ordo_client_complete_error_callback, UnsafeMutableRawPointer?)?
+  var ownerChange: (ordo_client_owner_callback, UnsafeMutableRawPointer?)?
 
   init(address: String?, name: String, direct: Bool = false) throws(OrdoError) {
     do {
@@ -86,6 +87,7 @@ final class CClient {
     _ = ordo_epoll_ctl(fd, ORDO_EPOLL_CTL_ADD, wakefd, ORDO_EPOLLIN)
     followSocket()
     remote.onCompleteError = { [unowned self] path, txn, error in self.refused(path, txn, error) }
+    remote.onOwnerChange = { [unowned self] owner in self.ownerChanged(owner) }
   }
 
   /// The client behind a handle, or INVALID_ARGUMENT for NULL.
@@ -245,6 +247,19 @@ final class CClient {
       c.answer?.clear()
       c.destroy?(c.userData)
     }
+  }
+
+  /// The service's name changed owner. Without reconnection the contracts
+  /// went with the old owner (OrdoClient forgot them): they end here too.
+  private func ownerChanged(_ owner: String?) {
+    if !remote.reconnect {
+      let all = contracts.values.sorted { $0.id < $1.id }
+      contracts.removeAll()
+      byPath.removeAll()
+      for c in all { end(c) }
+    }
+    guard let (callback, userData) = ownerChange else { return }
+    if let owner { owner.withCString { callback(handle, $0, userData) } } else { callback(handle, nil, userData) }
   }
 
   /// A refused Complete, told to the program's callback.
@@ -409,6 +424,20 @@ public func ordo_client_set_complete_error(
 ) -> ordo_status {
   guarded { () throws(OrdoError) in
     try CClient.from(client).completeError = callback.map { ($0, userData) }
+  }
+}
+
+@c @implementation
+public func ordo_client_set_owner_change(_ client: OpaquePointer?, _ callback: ordo_client_owner_callback?, _ userData: UnsafeMutableRawPointer?) -> ordo_status {
+  guarded { () throws(OrdoError) in
+    try CClient.from(client).ownerChange = callback.map { ($0, userData) }
+  }
+}
+
+@c @implementation
+public func ordo_client_set_reconnect(_ client: OpaquePointer?, _ reconnect: Bool) -> ordo_status {
+  guarded { () throws(OrdoError) in
+    try CClient.from(client).remote.reconnect = reconnect
   }
 }
 

@@ -657,6 +657,18 @@ static void test_conditions_and_owned(ordo_client *c) {
   ordo_writes_free(w);
 }
 
+typedef struct owners {
+  int calls;
+  int left; /* calls with owner NULL */
+} owners;
+
+static void owner_changed(ordo_client *client, const char *owner, void *user_data) {
+  owners *s = user_data;
+  (void)client;
+  s->calls++;
+  if (!owner) s->left++;
+}
+
 static void test_going_away(ordo_client *c) {
   observed o = {0};
   const char *reads[] = {"gone.x"};
@@ -665,8 +677,26 @@ static void test_going_away(ordo_client *c) {
   OK(ordo_client_register(c, &spec, &id));
   spec.name = "c-kept";
   OK(ordo_client_register(c, &spec, &kept));
+  owners seen_c = {0}, seen_q = {0};
+  OK(ordo_client_set_owner_change(c, owner_changed, &seen_c));
+  EXPECT(ORDO_E_INVALID_ARGUMENT, ordo_client_set_owner_change(NULL, owner_changed, NULL));
+  EXPECT(ORDO_E_INVALID_ARGUMENT, ordo_client_set_reconnect(NULL, false));
+  /* A client without reconnection: its contract ends with the owner. */
+  ordo_client *q = NULL;
+  observed qo = {0};
+  uint64_t qid = 0;
+  OK(ordo_client_connect(address, NULL, &q));
+  OK(ordo_client_set_reconnect(q, false));
+  OK(ordo_client_set_owner_change(q, owner_changed, &seen_q));
+  ordo_client_contract_spec qspec = observer_spec("q-view", reads, 1, &qo);
+  OK(ordo_client_register(q, &qspec, &qid));
 
   handshake("stop-ordod");
+  for (int i = 0; i < 500 && seen_q.calls == 0; i++) OK(ordo_client_dispatch(q, 10));
+  CHECK(seen_q.calls == 1 && seen_q.left == 1 && qo.destroyed == 1 && qo.calls == 0);
+  EXPECT(ORDO_E_NOT_FOUND, ordo_client_unregister(q, qid));
+  ordo_client_free(q);
+  CHECK(qo.destroyed == 1);
   ordo_value *v = NULL;
   ordo_writes *w = NULL;
   char *epoch = NULL;
@@ -677,7 +707,8 @@ static void test_going_away(ordo_client *c) {
   EXPECT(ORDO_E_DBUS, ordo_client_epoch(c, &epoch));
   spec.name = "c-late";
   EXPECT(ORDO_E_DBUS, ordo_client_register(c, &spec, NULL));
-  OK(ordo_client_dispatch(c, 50));
+  for (int i = 0; i < 500 && seen_c.calls == 0; i++) OK(ordo_client_dispatch(c, 10));
+  CHECK(seen_c.calls == 1 && seen_c.left == 1 && o.destroyed == 0);
   /* The service is gone: the contract, set aside to be registered again
    * when it comes back, is forgotten here; there is nothing to confirm. */
   OK(ordo_client_unregister(c, id));
