@@ -921,7 +921,8 @@ ordo_status ordo_client_set_complete_error(ordo_client *client, ordo_client_comp
                                            void *user_data);
 
 /** Called from ordo_client_dispatch when the service's name changes owner
- *  (ordod stopped, restarted, or another process took the name): owner
+ *  (ordod stopped, restarted, or another process took the name; followed
+ *  from the client's first ordo_client_register on): owner
  *  is NULL when the service left, else the new owner's unique name (valid
  *  during the call), once the contracts are registered again and caught
  *  up. Not called for a direct connection (ordo_client_connect_direct),
