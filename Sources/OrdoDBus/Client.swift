@@ -471,7 +471,8 @@ public final class OrdoClient {
   }
 
   /// Answers a writer's call: applies nothing unless the bus accepts all.
-  private func complete(_ note: RemoteNotification, _ writes: RemoteWrites) {
+  /// A cached writer's accepted writes enter its cache.
+  private func complete(_ c: ClientContract, _ note: RemoteNotification, _ writes: RemoteWrites) {
     do {
       _ = try call("Complete") { w in
         w.objectPath(note.contract)
@@ -480,6 +481,7 @@ public final class OrdoClient {
         w.stringArray(writes.touch)
         w.stringArray(writes.remove)
       }
+      c.cache?.apply(own: writes)
     } catch {
       onCompleteError?(registered[note.contract]?.firstPath ?? note.contract, note.transaction, error)
     }
@@ -882,7 +884,7 @@ public final class OrdoClient {
         c.last = max(c.last, note.transaction)
         callback(note)
       case .writer(let body):
-        complete(note, body(note))
+        complete(c, note, body(note))
       }
       any = true
     }

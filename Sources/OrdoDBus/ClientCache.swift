@@ -14,8 +14,12 @@ struct ReadSetCache {
   /// ends in `**` (any depth). A changed keypath with at least that many
   /// has nothing of the read set under it: applying it touches only itself.
   private let deepest: Int?
+  /// The read patterns that parse (the service refuses a contract with
+  /// any other): a writer's own writes enter the cache where they match.
+  private let patterns: [Pattern]
 
   init(reads: [String]) {
+    patterns = reads.compactMap { try? Pattern($0) }
     var deepest: Int? = 0
     for p in reads {
       if p == "**" || p.hasSuffix(".**") {
@@ -41,6 +45,23 @@ struct ReadSetCache {
 
   private static func segments(_ keypath: String) -> Int {
     keypath.utf8.reduce(1) { $0 + ($1 == UInt8(ascii: ".") ? 1 : 0) }
+  }
+
+  /// Applies a writer's own answer, once the service accepted it: the
+  /// pass notified the writer before its writes (they join the same
+  /// transaction, and no later `Notify` of it reaches the writer), so a
+  /// keypath it both reads and writes, as a normalizer does, would stay
+  /// at the value it was called with. Set, then touch, then remove, as the
+  /// service applies them; an entry ending in `.**` removes the tree.
+  mutating func apply(own writes: RemoteWrites) {
+    for (k, v) in writes.set where patterns.contains(where: { $0.matches(k) }) { values[k] = v }
+    for k in writes.remove {
+      if k.hasSuffix(".**") {
+        apply(changed: [String(k.dropLast(3))], values: [:])
+      } else {
+        values[k] = nil
+      }
+    }
   }
 
   /// Replaces the whole cache (an initial call, or the read set read

@@ -95,3 +95,38 @@ import Glibc
   let e = #expect(throws: OrdoRemoteError.self) { try client.register(name: "every", reads: [], cache: true) { _ in } }
   #expect(e?.code == .invalidArgument && e?.message.contains("\"cache\"") == true)
 }
+
+/// A cached writer that reads what it writes (a normalizer) finds its own
+/// accepted answer in its cache at its next call: the pass notified it
+/// before its writes.
+@Test func clientCacheTakesAWritersOwnAnswer() throws {
+  let served = try ServedBus()
+  defer { served.stop() }
+  let (bus, client) = (served.bus, served.client)
+  var calls: [RemoteNotification] = []
+  try client.registerWriter(name: "clamp", reads: ["n", "m", "t.**"], writes: ["n", "t.**"], priority: -3, cache: true) { note in
+    calls.append(note)
+    guard case .int64(let n)? = note.cache?["n"], n > 10 else { return .none }
+    return RemoteWrites(set: ["n": .int64(10)], remove: ["t.**"])
+  }
+  // Commits from another thread: the pass waits for the writer, which
+  // this thread runs.
+  func commit(_ k: String, _ v: Value) {
+    let done = Atomic<Bool>(false)
+    DispatchQueue.global().async {
+      _ = try? bus.transaction { () throws(OrdoError) in try bus.set(k, v) }
+      done.store(true, ordering: .sequentiallyConsistent)
+    }
+    let deadline = time(nil) + 10
+    while !done.load(ordering: .sequentiallyConsistent) && time(nil) < deadline { client.process(timeoutMs: 20) }
+  }
+  let deadline = time(nil) + 10
+  while calls.isEmpty && time(nil) < deadline { client.process(timeoutMs: 50) }  // the initial call
+  commit("t.a", .int64(1))
+  commit("n", .int64(50))
+  #expect(calls.last?.cache == ["n": .int64(50), "t.a": .int64(1)])
+  #expect(try bus.value("n") == .int64(10) && (try bus.value("t.a")) == nil)
+  commit("m", .int64(1))
+  #expect(calls.last?.cache == ["n": .int64(10), "m": .int64(1)])
+  #expect(client.cache(of: calls.last?.contract ?? "")?.values == ["n": .int64(10), "m": .int64(1)])
+}
