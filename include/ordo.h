@@ -849,6 +849,17 @@ typedef struct ordo_client_notification {
  *  ordo_client_set_complete_error). */
 typedef void (*ordo_client_callback)(ordo_client *client, const ordo_client_notification *note, void *user_data);
 
+/** A client contract's flag, beside ORDO_NOTIFY_INITIAL. */
+enum {
+  /** Keep a cache of the read set (D-Bus Register option "cache"; implies
+   *  ORDO_NOTIFY_INITIAL; refused for an empty read set): from its
+   *  callback, ordo_client_cached reads every keypath of the read set as
+   *  of note->txn, with no call to the service, where ordo_client_get and
+   *  ordo_client_snapshot read the service's state now, which a later
+   *  transaction may have moved (docs/dbus.md, "Consistent reads"). */
+  ORDO_CLIENT_CACHE = 1u << 16
+};
+
 /** A client contract: like ordo_contract_spec, plus timeout_ms. Start from
  *  ORDO_CLIENT_CONTRACT_SPEC_INIT. A contract with writes is a writer: the
  *  service's pass waits for its answer (up to timeout_ms; 0: the service's
@@ -861,7 +872,7 @@ typedef struct ordo_client_contract_spec {
   const char *const *reads;  size_t n_reads;   /* read patterns; none: every transaction */
   const char *const *writes; size_t n_writes;  /* write patterns; some: a writer contract */
   int32_t priority;                     /* ORDO_NO_PRIORITY: data contract */
-  uint32_t flags;                       /* ORDO_NOTIFY_INITIAL or 0 */
+  uint32_t flags;                       /* ORDO_NOTIFY_INITIAL, ORDO_CLIENT_CACHE or 0 */
   uint32_t timeout_ms;                  /* writers only; 0: the service's default */
   ordo_client_callback callback;        /* required */
   void *user_data;                      /* passed to callback and destroy; may be NULL */
@@ -909,6 +920,30 @@ typedef void (*ordo_client_complete_error_callback)(ordo_client *client, uint64_
 ordo_status ordo_client_set_complete_error(ordo_client *client, ordo_client_complete_error_callback callback,
                                            void *user_data);
 
+/** Called from ordo_client_dispatch when the service's name changes owner
+ *  (ordod stopped, restarted, or another process took the name; followed
+ *  from the client's first ordo_client_register on): owner
+ *  is NULL when the service left, else the new owner's unique name (valid
+ *  during the call), once the contracts are registered again and caught
+ *  up. Not called for a direct connection (ordo_client_connect_direct),
+ *  whose service cannot change: a lost one makes ordo_client_dispatch
+ *  return ORDO_E_DBUS. */
+typedef void (*ordo_client_owner_callback)(ordo_client *client, const char *owner, void *user_data);
+
+/** Sets (or with callback NULL removes) the client's owner-change
+ *  callback. Returns ORDO_OK or ORDO_E_INVALID_ARGUMENT (client NULL). */
+ordo_status ordo_client_set_owner_change(ordo_client *client, ordo_client_owner_callback callback, void *user_data);
+
+/** Whether the client registers its contracts again, and catches its
+ *  observers up, when the service's name gets a new owner (true by
+ *  default). Off, the contracts end with the owner that held them: when it
+ *  leaves, each one's destroy function runs and its id is unknown from
+ *  then on; the program registers again (its owner-change callback tells
+ *  when) and catches up itself with ordo_client_changes or
+ *  ordo_client_snapshot (SPEC §10). Returns ORDO_OK or
+ *  ORDO_E_INVALID_ARGUMENT (client NULL). */
+ordo_status ordo_client_set_reconnect(ordo_client *client, bool reconnect);
+
 /** A file descriptor that is readable when ordo_client_dispatch has work
  *  (a signal arrived, or was read while another call waited for its
  *  reply), for the program's poll()/epoll/GLib loop; it stays the same for
@@ -947,6 +982,22 @@ ordo_status ordo_client_snapshot(ordo_client *client, const char *const *pattern
  *  (another epoch: take a snapshot). Returns as ordo_client_snapshot. */
 ordo_status ordo_client_changes(ordo_client *client, uint64_t since, const char *const *patterns, size_t n_patterns,
                                 ordo_snapshot_callback callback, void *user_data, uint64_t *out_txn);
+
+/** A cached contract's read set (ORDO_CLIENT_CACHE) as of the last
+ *  notification it received, read in this process: the callback once per
+ *  keypath of the cache that matches one of the patterns ("**": all) and
+ *  holds a value, in keypath order, with counter 0 (a Notify carries no
+ *  counters); *out_txn (may be NULL) the transaction the cache is at. From
+ *  the contract's callback that is note->txn. After a restart of the
+ *  service the cache is refilled by the contract's next (initial) call,
+ *  whose kind is ORDO_KIND_CHANGES (with the keypaths whose value moved;
+ *  no call when none did) or ORDO_KIND_SNAPSHOT. Returns ORDO_OK,
+ *  ORDO_E_INVALID_ARGUMENT (client, callback or an array NULL, a contract
+ *  registered without ORDO_CLIENT_CACHE), ORDO_E_INVALID_KEYPATH or
+ *  ORDO_E_NOT_FOUND (no such contract of this client); on an error
+ *  callback is not called. */
+ordo_status ordo_client_cached(ordo_client *client, uint64_t contract, const char *const *patterns, size_t n_patterns,
+                               ordo_snapshot_callback callback, void *user_data, uint64_t *out_txn);
 
 /** The served bus's epoch (a UUID, SPEC §10) in *out, freed with ordo_free.
  *  Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT or ORDO_E_DBUS. */

@@ -56,13 +56,14 @@ final class CClient {
   private var woken = false
   /// The socket in the epoll set, -1 before the first.
   private var polledSocket: Int32 = -1
-  private var contracts: [UInt64: CClientContract] = [:]
+  private(set) var contracts: [UInt64: CClientContract] = [:]
   private var byPath: [String: CClientContract] = [:]
   private var nextID: UInt64 = 1
   private var dispatching = false
   /// How many writer callbacks are running (nested calls included).
   private var writersRunning = 0
   var completeError: (ordo_client_complete_error_callback, UnsafeMutableRawPointer?)?
+  var ownerChange: (ordo_client_owner_callback, UnsafeMutableRawPointer?)?
 
   init(address: String?, name: String, direct: Bool = false) throws(OrdoError) {
     do {
@@ -86,6 +87,7 @@ final class CClient {
     _ = ordo_epoll_ctl(fd, ORDO_EPOLL_CTL_ADD, wakefd, ORDO_EPOLLIN)
     followSocket()
     remote.onCompleteError = { [unowned self] path, txn, error in self.refused(path, txn, error) }
+    remote.onOwnerChange = { [unowned self] owner in self.ownerChanged(owner) }
   }
 
   /// The client behind a handle, or INVALID_ARGUMENT for NULL.
@@ -170,7 +172,7 @@ final class CClient {
   func register(_ s: ordo_client_contract_spec) throws(OrdoError) -> UInt64 {
     let name = try stringArg(s.name, "spec->name")
     guard let callback = s.callback else { throw invalid("contract \"\(name)\": spec->callback is NULL") }
-    let unknown = s.flags & ~UInt32(ORDO_NOTIFY_INITIAL)
+    let unknown = s.flags & ~(UInt32(ORDO_NOTIFY_INITIAL) | UInt32(ORDO_CLIENT_CACHE))
     guard unknown == 0 else { throw invalid("contract \"\(name)\": unknown flags 0x\(String(unknown, radix: 16)) in spec->flags") }
     let reads = try stringArray(s.reads, s.n_reads, "reads", code: .invalidKeypath)
     let writes = try stringArray(s.writes, s.n_writes, "writes", code: .invalidKeypath)
@@ -181,18 +183,19 @@ final class CClient {
     }
     let priority = s.priority == Int32.min /* ORDO_NO_PRIORITY */ ? nil : s.priority
     let notifyInitial = s.flags & UInt32(ORDO_NOTIFY_INITIAL) != 0
+    let cache = s.flags & UInt32(ORDO_CLIENT_CACHE) != 0
     let c = CClientContract(id: nextID, name: name, spec: s, callback: callback, writes: patterns)
     c.path = try call { (r) throws(OrdoRemoteError) in
       if let answer = c.answer {
         try r.registerWriter(
           name: name, reads: reads, writes: writes, priority: priority, notifyInitial: notifyInitial,
-          timeoutMs: s.timeout_ms == 0 ? nil : s.timeout_ms
+          timeoutMs: s.timeout_ms == 0 ? nil : s.timeout_ms, cache: cache
         ) { [unowned self] note in
           self.invoke(c, note)
           return answer.remoteWrites
         }
       } else {
-        try r.register(name: name, reads: reads, priority: priority, notifyInitial: notifyInitial) { [unowned self] note in
+        try r.register(name: name, reads: reads, priority: priority, notifyInitial: notifyInitial, cache: cache) { [unowned self] note in
           self.invoke(c, note)
         }
       }
@@ -244,6 +247,19 @@ final class CClient {
       c.answer?.clear()
       c.destroy?(c.userData)
     }
+  }
+
+  /// The service's name changed owner. Without reconnection the contracts
+  /// went with the old owner (OrdoClient forgot them): they end here too.
+  private func ownerChanged(_ owner: String?) {
+    if !remote.reconnect {
+      let all = contracts.values.sorted { $0.id < $1.id }
+      contracts.removeAll()
+      byPath.removeAll()
+      for c in all { end(c) }
+    }
+    guard let (callback, userData) = ownerChange else { return }
+    if let owner { owner.withCString { callback(handle, $0, userData) } } else { callback(handle, nil, userData) }
   }
 
   /// A refused Complete, told to the program's callback.
@@ -412,6 +428,20 @@ public func ordo_client_set_complete_error(
 }
 
 @c @implementation
+public func ordo_client_set_owner_change(_ client: OpaquePointer?, _ callback: ordo_client_owner_callback?, _ userData: UnsafeMutableRawPointer?) -> ordo_status {
+  guarded { () throws(OrdoError) in
+    try CClient.from(client).ownerChange = callback.map { ($0, userData) }
+  }
+}
+
+@c @implementation
+public func ordo_client_set_reconnect(_ client: OpaquePointer?, _ reconnect: Bool) -> ordo_status {
+  guarded { () throws(OrdoError) in
+    try CClient.from(client).remote.reconnect = reconnect
+  }
+}
+
+@c @implementation
 public func ordo_client_fd(_ client: OpaquePointer?) -> Int32 {
   do {
     return try CClient.from(client).fd
@@ -449,7 +479,7 @@ public func ordo_client_get(
 /// checks the arguments, runs `read` with the client and the patterns, then
 /// calls the callback for each keypath it returns, in keypath order, with
 /// its value (NULL for none) and counter.
-private func perKeypath(
+func perKeypath(
   _ client: OpaquePointer?, _ patterns: UnsafePointer<UnsafePointer<CChar>?>?, _ n: Int, _ callback: ordo_snapshot_callback?,
   _ userData: UnsafeMutableRawPointer?, _ out_txn: UnsafeMutablePointer<UInt64>?,
   _ read: (CClient, [String]) throws(OrdoError) -> (keys: [String], values: [String: Value], counters: [String: UInt64], txn: UInt64)

@@ -58,13 +58,22 @@ public struct RemoteNotification: Sendable, Hashable {
   public let contract: String
   /// The transaction id.
   public let transaction: UInt64
-  /// The changed keypaths that affect the contract's read set.
-  public let changed: [String]
-  /// The current values of those that hold one.
-  public let values: [String: Value]
+  /// The changed keypaths that affect the contract's read set. For a
+  /// cached contract's catch-up, the keypaths whose value it changed.
+  public internal(set) var changed: [String]
+  /// The current values of those that hold one (for a cached contract,
+  /// what the service sent its cache: docs/dbus.md, "Consistent reads").
+  public internal(set) var values: [String: Value]
   /// ``Kind/notify``, or the catch-up: the first notification after the
   /// service came back.
   public internal(set) var kind: Kind = .notify
+  /// For a contract registered with `cache`, the value of every keypath of
+  /// its read set as of ``transaction`` (those that hold one); nil for
+  /// others. When the values did not fit in one `Notify`, the read set is
+  /// read again with one `Snapshot` per read pattern and delivered as a
+  /// ``Kind/snapshot`` (``transaction`` is then the last read's; a pattern
+  /// whose values alone do not fit in a reply is left out).
+  public internal(set) var cache: [String: Value]?
 }
 
 /// A contract an ``OrdoClient`` registered, kept to register it again
@@ -82,6 +91,11 @@ private final class ClientContract {
   let notifyInitial: Bool
   let timeoutMs: UInt32?
   let handler: Handler
+  /// Its read set's values, for a contract registered with `cache`.
+  var cache: ReadSetCache?
+  /// The catch-up a cached observer registered again owes: delivered
+  /// with the initial call that refills its cache.
+  var refill: RemoteNotification.Kind?
   /// The path its first registration returned (``OrdoClient/unregister(_:)``
   /// takes it as well as the path now).
   var firstPath = ""
@@ -97,8 +111,9 @@ private final class ClientContract {
   var covered: UInt64?
 
   init(
-    name: String, reads: [String], writes: [String], priority: Int32?, notifyInitial: Bool, timeoutMs: UInt32?, handler: Handler
+    name: String, reads: [String], writes: [String], priority: Int32?, notifyInitial: Bool, timeoutMs: UInt32?, cache: Bool, handler: Handler
   ) {
+    self.cache = cache ? ReadSetCache(reads: reads) : nil
     self.name = name
     self.reads = reads
     self.writes = writes
@@ -185,7 +200,7 @@ public enum RemoteField: Sendable, Hashable, CustomStringConvertible {
 /// A small blocking client of a bus published over D-Bus (`ordoctl` is
 /// built on it). Use it from one thread: calls block until their reply, and
 /// ``process(timeoutMs:)`` delivers `Notify` signals to the callbacks of the
-/// contracts registered with ``register(name:reads:priority:notifyInitial:_:)``.
+/// contracts registered with ``register(name:reads:priority:notifyInitial:cache:_:)``.
 ///
 /// When the service goes away and comes back (a new owner of its name:
 /// `ordod` restarted), ``process(timeoutMs:)`` registers every contract
@@ -341,13 +356,19 @@ public final class OrdoClient {
   }
 
   /// Registers an observer contract whose `Notify` signals call `callback`
-  /// (from ``process(timeoutMs:)``). Returns the contract's object path.
+  /// (from ``process(timeoutMs:)``). With `cache`, each notification's
+  /// ``RemoteNotification/cache`` holds the whole read set as of its
+  /// transaction (docs/dbus.md, "Consistent reads"; implies
+  /// `notifyInitial`; an empty read set is refused). Returns the contract's
+  /// object path.
   @discardableResult
   public func register(
-    name: String, reads: [String], priority: Int32? = nil, notifyInitial: Bool = false,
+    name: String, reads: [String], priority: Int32? = nil, notifyInitial: Bool = false, cache: Bool = false,
     _ callback: @escaping (RemoteNotification) -> Void
   ) throws(OrdoRemoteError) -> String {
-    try add(ClientContract(name: name, reads: reads, writes: [], priority: priority, notifyInitial: notifyInitial, timeoutMs: nil, handler: .observer(callback)))
+    try add(
+      ClientContract(
+        name: name, reads: reads, writes: [], priority: priority, notifyInitial: notifyInitial, timeoutMs: nil, cache: cache, handler: .observer(callback)))
   }
 
   /// Registers a writer contract: for each `Notify`, ``process(timeoutMs:)``
@@ -356,14 +377,18 @@ public final class OrdoClient {
   /// ``onCompleteError``). The bus waits for the answer up to `timeoutMs`
   /// (nil: the service's default), so keep calling ``process(timeoutMs:)``,
   /// and do not commit from this client while a pass may wait for it (a
-  /// `Commit` queues behind the running pass). Returns the contract's path.
+  /// `Commit` queues behind the running pass). `cache` as for
+  /// ``register(name:reads:priority:notifyInitial:cache:_:)``. Returns the
+  /// contract's path.
   @discardableResult
   public func registerWriter(
     name: String, reads: [String], writes: [String], priority: Int32? = nil, notifyInitial: Bool = false,
-    timeoutMs: UInt32? = nil, _ body: @escaping (RemoteNotification) -> RemoteWrites
+    timeoutMs: UInt32? = nil, cache: Bool = false, _ body: @escaping (RemoteNotification) -> RemoteWrites
   ) throws(OrdoRemoteError) -> String {
     try add(
-      ClientContract(name: name, reads: reads, writes: writes, priority: priority, notifyInitial: notifyInitial, timeoutMs: timeoutMs, handler: .writer(body)))
+      ClientContract(
+        name: name, reads: reads, writes: writes, priority: priority, notifyInitial: notifyInitial, timeoutMs: timeoutMs, cache: cache,
+        handler: .writer(body)))
   }
 
   /// Registers `c` for the first time; returns its path.
@@ -390,6 +415,7 @@ public final class OrdoClient {
         if let priority = c.priority { d.entry("priority", int32: priority) }
         if c.notifyInitial || (again && !c.writes.isEmpty) { d.entry("notify-initial", bool: true) }
         if let timeoutMs = c.timeoutMs { d.entry("timeout-ms", uint32: timeoutMs) }
+        if c.cache != nil { d.entry("cache", bool: true) }
       }
     }
     guard r.signature == "o" else { throw Self.bad("Register") }
@@ -414,6 +440,12 @@ public final class OrdoClient {
       do {
         _ = try register(c, again: true)
         guard case .observer(let callback) = c.handler, let path = c.path else { continue }
+        if c.cache != nil {
+          // Its initial call refills the cache and is the catch-up.
+          c.refill = sameHistory ? .changes : .snapshot
+          c.covered = nil
+          continue
+        }
         let patterns = c.reads.isEmpty ? ["**"] : c.reads
         var caughtUp: RemoteNotification?
         if sameHistory, let ch = try? changes(since: c.last, patterns: patterns) {
@@ -439,7 +471,8 @@ public final class OrdoClient {
   }
 
   /// Answers a writer's call: applies nothing unless the bus accepts all.
-  private func complete(_ note: RemoteNotification, _ writes: RemoteWrites) {
+  /// A cached writer's accepted writes enter its cache.
+  private func complete(_ c: ClientContract, _ note: RemoteNotification, _ writes: RemoteWrites) {
     do {
       _ = try call("Complete") { w in
         w.objectPath(note.contract)
@@ -448,9 +481,19 @@ public final class OrdoClient {
         w.stringArray(writes.touch)
         w.stringArray(writes.remove)
       }
+      c.cache?.apply(own: writes)
     } catch {
       onCompleteError?(registered[note.contract]?.firstPath ?? note.contract, note.transaction, error)
     }
+  }
+
+  /// A cached contract's cache (``RemoteNotification/cache``) and the
+  /// transaction it is at, read without a call; the contract is named by
+  /// the path its registration returned or by its path now. Nil for a
+  /// contract of another client or registered without `cache`.
+  public func cache(of path: String) -> (values: [String: Value], transaction: UInt64)? {
+    let c = registered[path] ?? registered.values.first { $0.firstPath == path } ?? away.first { $0.firstPath == path }
+    return c?.cache.map { ($0.values, $0.transaction) }
   }
 
   /// Unregisters one of this client's contracts, named by the path its
@@ -829,18 +872,60 @@ public final class OrdoClient {
         d.next()
         if let k = try? e.string("key"), let v = try? e.value("value", maxBytes: Int.max) { values[k] = v }
       }
-      let note = RemoteNotification(contract: path, transaction: txn, changed: changed, values: values)
+      var note = RemoteNotification(contract: path, transaction: txn, changed: changed, values: values)
       guard let c = registered[path] else { continue }
+      if case .observer = c.handler, let covered = c.covered, txn <= covered { continue }
+      if c.cache != nil {
+        guard let filled = fill(c, note) else { continue }
+        note = filled
+      }
       switch c.handler {
       case .observer(let callback):
-        if let covered = c.covered, txn <= covered { continue }
-        c.last = max(c.last, txn)
+        c.last = max(c.last, note.transaction)
         callback(note)
       case .writer(let body):
-        complete(note, body(note))
+        complete(c, note, body(note))
       }
       any = true
     }
     return any
+  }
+
+  /// A cached contract's notification with its cache brought to the
+  /// notified transaction (docs/dbus.md, "Consistent reads"); nil when
+  /// there is nothing to deliver: a catch-up that changed nothing.
+  private func fill(_ c: ClientContract, _ received: RemoteNotification) -> RemoteNotification? {
+    // Taken out while it changes, so that its values are not copied.
+    guard var cache = c.cache else { return received }
+    c.cache = nil
+    defer { c.cache = cache }
+    var note = received
+    if note.changed == ["**"] {
+      // Too large for one Notify, and so for one Snapshot: the read set
+      // read again one pattern at a time, delivered as a catch-up. A
+      // pattern whose values alone are too large is left out.
+      var values: [String: Value] = [:]
+      var transaction = note.transaction
+      for p in c.reads {
+        guard let s = try? snapshot([p]) else { continue }
+        for (k, v) in s.values { values[k] = v }
+        transaction = max(transaction, s.transaction)
+      }
+      c.refill = nil
+      note = RemoteNotification(contract: note.contract, transaction: transaction, changed: cache.replace(with: values), values: values, kind: .snapshot)
+    } else if note.changed.isEmpty {
+      let differ = cache.replace(with: note.values)
+      if let kind = c.refill {
+        c.refill = nil
+        guard kind == .snapshot || !differ.isEmpty else { return nil }
+        note.kind = kind
+        note.changed = differ
+      }
+    } else {
+      cache.apply(changed: note.changed, values: note.values)
+    }
+    cache.transaction = note.transaction
+    note.cache = cache.values
+    return note
   }
 }

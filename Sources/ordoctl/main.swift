@@ -396,8 +396,9 @@ case "contracts":
         let owner = f["owner"]?.description ?? ""
         // A writer: its timeout and whether it is suspended (docs/reliability.md).
         let writer = f["timeout-ms"].map { " timeout-ms=\($0) suspended=\(f["suspended"]?.description ?? "false")" } ?? ""
+        let cache = f["cache"] != nil ? " cache=true" : ""
         out(
-          "\(f["path"]?.description ?? "?") name=\(ValueText.json(f["name"]?.description ?? "")) kind=\(f["kind"]?.description ?? "?") \(rank) owner=\(owner.isEmpty ? "-" : owner) reads=\(f["reads"]?.description ?? "[]") writes=\(f["writes"]?.description ?? "[]") calls=\(f["calls"]?.description ?? "0")\(writer) unused-reads=\(f["unused-reads"]?.description ?? "[]") unused-writes=\(f["unused-writes"]?.description ?? "[]")"
+          "\(f["path"]?.description ?? "?") name=\(ValueText.json(f["name"]?.description ?? "")) kind=\(f["kind"]?.description ?? "?") \(rank) owner=\(owner.isEmpty ? "-" : owner) reads=\(f["reads"]?.description ?? "[]") writes=\(f["writes"]?.description ?? "[]") calls=\(f["calls"]?.description ?? "0")\(writer)\(cache) unused-reads=\(f["unused-reads"]?.description ?? "[]") unused-writes=\(f["unused-writes"]?.description ?? "[]")"
         )
       }
     }

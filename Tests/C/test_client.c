@@ -264,6 +264,103 @@ static void test_observer(ordo_client *c) {
   ordo_writes_free(w);
 }
 
+/* -- A cached observer (ORDO_CLIENT_CACHE) --------------------------------- */
+
+typedef struct cached {
+  int calls;
+  uint64_t txn[4], cache_txn[4];  /* by call, from 1 */
+  seen all[4];                    /* the whole cache, read in each call */
+  ordo_client *other;             /* commits during call 2 */
+  int64_t title_now;              /* playlist2.title read from the service then */
+} cached;
+
+static void cached_view(ordo_client *client, const ordo_client_notification *note, void *user_data) {
+  cached *v = user_data;
+  if (++v->calls > 3) return;
+  v->txn[v->calls] = note->txn;
+  if (v->calls == 2) {
+    /* Another process moves the title during this callback: the service
+     * has it, the cache stays at note->txn. */
+    committer m;
+    commit_from_thread(&m, v->other, "playlist2.title", 99);
+    CHECK(pthread_join(m.thread, NULL) == 0 && m.status == ORDO_OK);
+    ordo_value *now = NULL;
+    OK(ordo_client_get(client, "playlist2.title", &now, NULL));
+    v->title_now = now ? now->i : -1;
+    ordo_free(now);
+  }
+  const char *all[] = {"**"};
+  OK(ordo_client_cached(client, note->contract, all, 1, collect, &v->all[v->calls], &v->cache_txn[v->calls]));
+}
+
+static void test_cache(ordo_client *c, ordo_client *other) {
+  ordo_writes *w = NULL;
+  OK(ordo_writes_new(&w));
+  OK(ordo_writes_set_int64(w, "playlist2.title", 1));
+  OK(ordo_writes_set_int64(w, "playlist2.tracks.1.duration", 10));
+  OK(ordo_writes_set_int64(w, "playlist2.tracks.2.duration", 20));
+  OK(ordo_writes_set_int64(w, "playlist2.tracks.2.rating", 5));
+  OK(ordo_client_commit(c, w, NULL));
+
+  cached v = {.other = other};
+  const char *reads[] = {"playlist2.title", "playlist2.tracks.*.duration"};
+  ordo_client_contract_spec spec = ORDO_CLIENT_CONTRACT_SPEC_INIT;
+  spec.name = "c-cached";
+  spec.reads = reads;
+  spec.n_reads = 2;
+  spec.flags = ORDO_CLIENT_CACHE; /* implies the initial call */
+  spec.callback = cached_view;
+  spec.user_data = &v;
+  uint64_t id = 0, txn = 0;
+  OK(ordo_client_register(c, &spec, &id));
+  dispatch_until(c, &v.calls);
+  /* The initial call: the whole read set, not the rating. */
+  seen *first = &v.all[1];
+  CHECK(v.cache_txn[1] == v.txn[1] && first->n == 3);
+  CHECK(strcmp(first->keys[0], "playlist2.title") == 0 && first->ints[0] == 1);
+  CHECK(strcmp(first->keys[1], "playlist2.tracks.1.duration") == 0 && first->ints[1] == 10);
+  CHECK(strcmp(first->keys[2], "playlist2.tracks.2.duration") == 0 && first->ints[2] == 20);
+
+  /* Track 2 removed as a tree, track 1 changed: the cache follows. */
+  OK(ordo_writes_clear(w));
+  OK(ordo_writes_set_int64(w, "playlist2.tracks.1.duration", 11));
+  OK(ordo_writes_remove_tree(w, "playlist2.tracks.2"));
+  OK(ordo_client_commit(c, w, &txn));
+  for (int i = 0; i < 500 && v.calls < 3; i++) OK(ordo_client_dispatch(c, 10));
+  CHECK(v.calls == 3 && v.txn[2] == txn && v.cache_txn[2] == txn);
+  CHECK(v.title_now == 99);                                                /* the service's state then */
+  CHECK(v.all[2].n == 2 && v.all[2].ints[0] == 1 && v.all[2].ints[1] == 11);  /* the cache: at txn */
+  /* Call 3: the title's own transaction. */
+  CHECK(v.txn[3] > txn && v.all[3].n == 2 && v.all[3].ints[0] == 99 && v.all[3].ints[1] == 11);
+  const char *one[] = {"playlist2.tracks.*.duration"};
+  seen some = {0};
+  uint64_t at = 0;
+  OK(ordo_client_cached(c, id, one, 1, collect, &some, &at));
+  CHECK(some.n == 1 && strcmp(some.keys[0], "playlist2.tracks.1.duration") == 0 && at == v.txn[3]);
+
+  /* Misuse. */
+  const char *bad[] = {"a..b"};
+  EXPECT(ORDO_E_NOT_FOUND, ordo_client_cached(c, 999, one, 1, collect, &some, NULL));
+  EXPECT(ORDO_E_INVALID_ARGUMENT, ordo_client_cached(c, id, one, 1, NULL, NULL, NULL));
+  EXPECT(ORDO_E_INVALID_ARGUMENT, ordo_client_cached(c, id, NULL, 1, collect, &some, NULL));
+  EXPECT(ORDO_E_INVALID_ARGUMENT, ordo_client_cached(NULL, id, one, 1, collect, &some, NULL));
+  EXPECT(ORDO_E_INVALID_KEYPATH, ordo_client_cached(c, id, bad, 1, collect, &some, NULL));
+  ordo_client_contract_spec every = spec;
+  every.name = "c-cached-every";
+  every.n_reads = 0;
+  EXPECT(ORDO_E_INVALID_ARGUMENT, ordo_client_register(c, &every, NULL));
+  ordo_client_contract_spec plain = spec;
+  plain.name = "c-plain";
+  plain.flags = 0;
+  uint64_t plain_id = 0;
+  OK(ordo_client_register(c, &plain, &plain_id));
+  EXPECT(ORDO_E_INVALID_ARGUMENT, ordo_client_cached(c, plain_id, one, 1, collect, &some, NULL));
+  OK(ordo_client_unregister(c, plain_id));
+  OK(ordo_client_unregister(c, id));
+  EXPECT(ORDO_E_NOT_FOUND, ordo_client_cached(c, id, one, 1, collect, &some, NULL));
+  ordo_writes_free(w);
+}
+
 /* -- Writers ------------------------------------------------------------- */
 
 typedef struct writer {
@@ -560,6 +657,18 @@ static void test_conditions_and_owned(ordo_client *c) {
   ordo_writes_free(w);
 }
 
+typedef struct owners {
+  int calls;
+  int left; /* calls with owner NULL */
+} owners;
+
+static void owner_changed(ordo_client *client, const char *owner, void *user_data) {
+  owners *s = user_data;
+  (void)client;
+  s->calls++;
+  if (!owner) s->left++;
+}
+
 static void test_going_away(ordo_client *c) {
   observed o = {0};
   const char *reads[] = {"gone.x"};
@@ -568,8 +677,26 @@ static void test_going_away(ordo_client *c) {
   OK(ordo_client_register(c, &spec, &id));
   spec.name = "c-kept";
   OK(ordo_client_register(c, &spec, &kept));
+  owners seen_c = {0}, seen_q = {0};
+  OK(ordo_client_set_owner_change(c, owner_changed, &seen_c));
+  EXPECT(ORDO_E_INVALID_ARGUMENT, ordo_client_set_owner_change(NULL, owner_changed, NULL));
+  EXPECT(ORDO_E_INVALID_ARGUMENT, ordo_client_set_reconnect(NULL, false));
+  /* A client without reconnection: its contract ends with the owner. */
+  ordo_client *q = NULL;
+  observed qo = {0};
+  uint64_t qid = 0;
+  OK(ordo_client_connect(address, NULL, &q));
+  OK(ordo_client_set_reconnect(q, false));
+  OK(ordo_client_set_owner_change(q, owner_changed, &seen_q));
+  ordo_client_contract_spec qspec = observer_spec("q-view", reads, 1, &qo);
+  OK(ordo_client_register(q, &qspec, &qid));
 
   handshake("stop-ordod");
+  for (int i = 0; i < 500 && seen_q.calls == 0; i++) OK(ordo_client_dispatch(q, 10));
+  CHECK(seen_q.calls == 1 && seen_q.left == 1 && qo.destroyed == 1 && qo.calls == 0);
+  EXPECT(ORDO_E_NOT_FOUND, ordo_client_unregister(q, qid));
+  ordo_client_free(q);
+  CHECK(qo.destroyed == 1);
   ordo_value *v = NULL;
   ordo_writes *w = NULL;
   char *epoch = NULL;
@@ -580,7 +707,8 @@ static void test_going_away(ordo_client *c) {
   EXPECT(ORDO_E_DBUS, ordo_client_epoch(c, &epoch));
   spec.name = "c-late";
   EXPECT(ORDO_E_DBUS, ordo_client_register(c, &spec, NULL));
-  OK(ordo_client_dispatch(c, 50));
+  for (int i = 0; i < 500 && seen_c.calls == 0; i++) OK(ordo_client_dispatch(c, 10));
+  CHECK(seen_c.calls == 1 && seen_c.left == 1 && o.destroyed == 0);
   /* The service is gone: the contract, set aside to be registered again
    * when it comes back, is forgotten here; there is nothing to confirm. */
   OK(ordo_client_unregister(c, id));
@@ -620,6 +748,7 @@ int main(int argc, char **argv) {
   test_misuse(c);
   test_commit_and_reads(c);
   test_observer(c);
+  test_cache(c, other);
   test_writer(c, other);
   test_conditions_and_owned(c);
   ordo_client_free(other);

@@ -281,6 +281,8 @@ class CacheOption(DBusTest):
         self.assertEqual(got[plain], (plain, 7, ["doc"], {"doc": ("x", 2)}))
         self.assertIs([c for c in w.contracts() if c["name"] == "c"][0]["cache"], True)
         self.assertNotIn("cache", [c for c in w.contracts() if c["name"] == "plain"][0])
+        lines = self.env.ordoctl("contracts").stdout.splitlines()
+        self.assertEqual([("cache=true" in line) for line in lines], [True, False], lines)
 
     def test_too_large_is_marked(self):
         w, r = self.env.peer(), self.env.peer()

@@ -482,7 +482,12 @@ class CHostWriters(CHostCase):
         view = o.register("view", ["bg.m"])
         N = 30
         self.assertEqual(c.commit({"ctl.burst": ("x", N)}), 1)
-        self.assert_series(o.notifies(N, timeout=60), view, "bg.m", [10 * i for i in range(1, N + 1)])
+        try:
+            notes = o.notifies(N, timeout=60)
+        except (AssertionError, TimeoutError) as e:
+            # Says whether the writer missed its timeout (suspended) or a Notify went missing.
+            raise AssertionError(f"{e!r}; stats {c.stats()}; writer replies {w.replies}") from e
+        self.assert_series(notes, view, "bg.m", [10 * i for i in range(1, N + 1)])
         w.wait_replies(N)
         self.assertEqual({r[2] for r in w.replies}, {"ok"})
         st = c.stats()

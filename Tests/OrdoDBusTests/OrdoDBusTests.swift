@@ -146,10 +146,10 @@ final class ServedBus {
   let client: OrdoClient
   private let stopService: () -> Void
 
-  init() throws {
+  init(limits: ServiceLimits = ServiceLimits()) throws {
     daemon = try PrivateDaemon()
     do {
-      let service = try DBusService(bus: bus, address: daemon.address, name: "dev.ordo.Test")
+      let service = try DBusService(bus: bus, address: daemon.address, name: "dev.ordo.Test", limits: limits)
       stopService = runService(service)
       do {
         client = try OrdoClient(address: daemon.address, name: "dev.ordo.Test", timeoutMs: 5000)
@@ -525,6 +525,9 @@ func killAndReap(_ pid: pid_t) {
   defer { committer.close() }
   var notes: [RemoteNotification] = []
   try client.register(name: "view", reads: ["doc.*"]) { notes.append($0) }
+  // The same view with a cache: refilled by its initial call after each restart.
+  var cached: [RemoteNotification] = []
+  try client.register(name: "cached view", reads: ["doc.*"], cache: true) { cached.append($0) }
   // A writer that only initial calls reach: it counts the doc keypaths.
   var writerCalls: [RemoteNotification] = []
   try client.registerWriter(name: "counter", reads: ["calc.never"], writes: ["calc.docs"], timeoutMs: 5000) { [unowned client] note in
@@ -556,6 +559,11 @@ func killAndReap(_ pid: pid_t) {
   #expect(notes.filter { $0.kind == .changes }.count == 1)
   #expect(notes.last.map { [$0.kind.rawValue] + $0.changed } == ["notify", "doc.k7"])
   #expect(writerCalls.map(\.changed) == [[]])
+  processUntil { cached.last?.transaction == 8 }
+  let docs = Dictionary(uniqueKeysWithValues: (1...7).map { ("doc.k\($0)", Value.int64(Int64($0))) })
+  #expect(cached.last?.cache == docs)
+  #expect(cached.map(\.kind) == [.notify] + Array(repeating: .notify, count: cached.count - 3) + [.changes, .notify])
+  #expect(cached.dropFirst().flatMap(\.changed).sorted() == (1...7).map { "doc.k\($0)" })  // each once
 
   // Without state: another epoch, a snapshot of the new (empty) bus.
   killAndReap(ordod)
@@ -569,6 +577,10 @@ func killAndReap(_ pid: pid_t) {
   processUntil { notes.last?.transaction == 2 }
   #expect(notes.last.map { [$0.kind.rawValue] + $0.changed } == ["notify", "doc.k8"])
   #expect(owners.count == 4 && owners[0] == nil && owners[2] == nil)
+  processUntil { cached.last?.transaction == 2 }
+  let refilled = cached[cached.count - 2]
+  #expect(refilled.kind == .snapshot && refilled.cache == [:] && refilled.changed == (1...7).map { "doc.k\($0)" })
+  #expect(cached.last?.cache == ["doc.k8": .int64(8)])
 }
 
 /// A durability hook that records what the service asks of it; its

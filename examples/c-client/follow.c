@@ -24,44 +24,40 @@ static void on_signal(int sig) {
   stopping = 1;
 }
 
-/* What the program shows, kept between notifications. */
+/* What the program shows. */
 typedef struct header {
   char title[256];
   int64_t total;
 } header;
 
-/* Called once per transaction that changed the title, the total or both;
- * the notification carries the new values (NULL: the keypath was removed). */
-static void show(ordo_client *client, const ordo_client_notification *note, void *user_data) {
-  header *h = user_data;
-  (void)client;
-  /* A snapshot (ordod restarted with a new history) replaces everything. */
-  if (note->kind == ORDO_KIND_SNAPSHOT) *h = (header){"", 0};
-  for (size_t i = 0; i < note->n_changed; i++) {
-    const ordo_value *v = note->values[i];
-    if (strcmp(note->changed[i], "playlist.title") == 0) {
-      snprintf(h->title, sizeof h->title, "%s", v && v->type == ORDO_TYPE_STRING ? v->s : "");
-    } else if (strcmp(note->changed[i], "playlist.total") == 0) {
-      h->total = v && v->type == ORDO_TYPE_INT64 ? v->i : 0;
-    }
-  }
-  /* After ordod restarted, the client caught up by itself: this one call
-   * covers everything that changed meanwhile. */
-  printf("txn %" PRIu64 ": %s, %" PRId64 " s%s\n", note->txn, h->title, h->total,
-         note->kind == ORDO_KIND_NOTIFY ? "" : " (caught up)");
-  fflush(stdout);
-}
-
-/* Reads the current values once at start (a snapshot). */
-static void load(const char *keypath, const ordo_value *value, uint64_t counter, void *user_data) {
+static void pick(const char *keypath, const ordo_value *value, uint64_t counter, void *user_data) {
   header *h = user_data;
   (void)counter;
-  if (!value) return;
   if (strcmp(keypath, "playlist.title") == 0 && value->type == ORDO_TYPE_STRING) {
     snprintf(h->title, sizeof h->title, "%s", value->s);
   } else if (strcmp(keypath, "playlist.total") == 0 && value->type == ORDO_TYPE_INT64) {
     h->total = value->i;
   }
+}
+
+/* Called once at start (the initial call) and then once per transaction
+ * that changed the title, the total or both. The client keeps both as of
+ * note->txn (ORDO_CLIENT_CACHE), so the line shows one transaction's
+ * title with the same transaction's total, even when only one changed and
+ * later transactions have already moved the other on the service. */
+static void show(ordo_client *client, const ordo_client_notification *note, void *user_data) {
+  (void)user_data;
+  header h = {"", 0};
+  const char *all[] = {"**"};
+  if (ordo_client_cached(client, note->contract, all, 1, pick, &h, NULL) != ORDO_OK) {
+    fprintf(stderr, "follow: %s\n", ordo_last_error_message());
+    return;
+  }
+  /* After ordod restarted, the client caught up by itself: this one call
+   * covers everything that changed meanwhile. */
+  printf("txn %" PRIu64 ": %s, %" PRId64 " s%s\n", note->txn, h.title, h.total,
+         note->kind == ORDO_KIND_NOTIFY ? "" : " (caught up)");
+  fflush(stdout);
 }
 
 int main(int argc, char **argv) {
@@ -70,28 +66,23 @@ int main(int argc, char **argv) {
   int direct = argc > 2 && strcmp(argv[1], "--direct") == 0;
   const char *address = direct ? argv[2] : argc > 1 ? argv[1] : NULL;
   const char *reads[] = {"playlist.title", "playlist.total"};
-  header h = {"", 0};
   ordo_client *client = NULL;
   if ((direct ? ordo_client_connect_direct(address, &client) : ordo_client_connect(address, NULL, &client)) != ORDO_OK) {
     fprintf(stderr, "follow: %s\n", ordo_last_error_message());
     return 1;
   }
-  uint64_t txn = 0;
   ordo_client_contract_spec spec = ORDO_CLIENT_CONTRACT_SPEC_INIT;
   spec.name = "follow";
   spec.reads = reads;
   spec.n_reads = 2;
-  spec.priority = 1; /* a view */
+  spec.priority = 1;               /* a view */
+  spec.flags = ORDO_CLIENT_CACHE;  /* and an initial call */
   spec.callback = show;
-  spec.user_data = &h;
-  if (ordo_client_register(client, &spec, NULL) != ORDO_OK ||
-      ordo_client_snapshot(client, reads, 2, load, &h, &txn) != ORDO_OK) {
+  if (ordo_client_register(client, &spec, NULL) != ORDO_OK) {
     fprintf(stderr, "follow: %s\n", ordo_last_error_message());
     ordo_client_free(client);
     return 1;
   }
-  printf("txn %" PRIu64 ": %s, %" PRId64 " s\n", txn, h.title, h.total);
-  fflush(stdout);
 
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
