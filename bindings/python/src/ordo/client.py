@@ -39,8 +39,8 @@ from jeepney import DBusAddress, HeaderFields, MessageType, new_method_call
 from jeepney.bus import get_connectable_addresses
 from jeepney.io.blocking import DBusConnection, DBusConnectionBase, open_dbus_connection, prep_socket
 
-from .errors import (ConnectionLost, DBus, DuplicateName, InvalidArgument, InvalidKeypath, NotFound, OrdoError,
-                     Timeout, error_for_dbus)
+from .errors import (ConnectionLost, DBus, DuplicateName, InvalidArgument, InvalidKeypath, Limit, NotFound,
+                     OrdoError, Timeout, error_for_dbus)
 from .trace import Trace, TraceStep
 from .values import Value, check_text, from_variant, is_uint64, to_variant
 
@@ -147,6 +147,16 @@ class Writes:
 _TRUNCATED = ("**",)
 
 
+def _matches(pattern: str, k: str) -> bool:
+    """Whether a pattern matches keypath k (SPEC §1: ``*`` is one segment,
+    a last ``**`` the node itself and everything under it)."""
+    ps, ks = pattern.split("."), k.split(".")
+    if ps[-1] == "**":
+        ps.pop()
+        del ks[len(ps):]
+    return len(ps) == len(ks) and all(p in ("*", s) for p, s in zip(ps, ks))
+
+
 def _within(k: str, roots: AbstractSet[str]) -> bool:
     """Whether keypath k is one of roots or lies under one of them."""
     if k in roots:
@@ -195,12 +205,58 @@ class _ReadCache:
         new.update(values)
         self.view = MappingProxyType(new)
 
-    def reread(self, client: "Client", patterns: List[str]) -> Snapshot:
-        """Fills it with a ``Snapshot`` of the read set (the state now, for a
-        Notify that was too large to send); returns the snapshot."""
-        snap = client.snapshot(patterns)
-        self.fill(snap.values)
-        return snap
+    def own(self, sets: Mapping[str, Value], removes: Iterable[str], patterns: List[str]) -> None:
+        """A writer's answer that the service accepted: the pass calls a
+        writer before its writes, and no later Notify of that transaction
+        reaches it, so what it writes and reads (a normalizer) enters here.
+        Sets the read set matches, then removes (``k.**`` the tree), as
+        ``Complete`` applies them."""
+        new = dict(self.view)
+        new.update((k, v) for k, v in sets.items() if any(_matches(p, k) for p in patterns))
+        for k in removes:
+            if k.endswith(".**"):
+                roots = {k[:-3]}
+                new = {x: v for x, v in new.items() if not _within(x, roots)}
+            else:
+                new.pop(k, None)
+        self.view = MappingProxyType(new)
+
+    def reread(self, client: "Client", patterns: List[str], txn: int) -> Tuple[int, Tuple[str, ...]]:
+        """Reads the read set again for a Notify too large to send (of
+        transaction ``txn``): the state then, not at ``txn``. One
+        ``Snapshot`` per pattern, since one of the whole read set would be
+        too large as well; a pattern whose values alone are too large is
+        left out (its ``Limit`` goes to the client's ``on_error``). When the
+        snapshots read different transactions, one ``Changes`` since the
+        first brings them to one. Returns the transaction the cache is then
+        as of and the keypaths whose value differs from before, sorted."""
+        values: Dict[str, Value] = {}
+        read: List[str] = []
+        txns: List[int] = []
+        for p in patterns:
+            try:
+                snap = client.snapshot([p])
+            except Limit as e:
+                client.on_error(f"cache: the read set of {p!r}", e)
+                continue
+            values.update(snap.values)
+            read.append(p)
+            txns.append(snap.txn)
+        if txns and min(txns) < max(txns):
+            try:
+                ch = client.changes(min(txns), read)
+            except Limit as e:
+                client.on_error(f"cache: the changes to {read!r} since {min(txns)}", e)
+            else:
+                for k in ch.removed:
+                    values.pop(k, None)
+                values.update(ch.values)
+                txns.append(ch.txn)
+        old = self.view
+        self.fill(values)
+        differ = set(old.keys() ^ values.keys())
+        differ.update(k for k in old.keys() & values.keys() if (type(old[k]), old[k]) != (type(values[k]), values[k]))
+        return max(txns, default=txn), tuple(sorted(differ))
 
 
 def _writes_body(set_: Optional[Mapping[str, Any]], touch: Iterable[str], remove: Iterable[str]):
@@ -1016,9 +1072,11 @@ class Writer:
 
     With ``cache`` every call's :attr:`Notification.cache` is the read set
     as of the call's transaction: an initial call fills it, each later call
-    applies its ``Notify``. A call whose ``Notify`` was too large to send
-    re-reads the read set with ``Snapshot`` (the state now) and comes with
-    kind ``"snapshot"``: compute everything again, as for an initial call."""
+    applies its ``Notify``, and an answer the service accepts enters it
+    where the read set matches (a normalizer sees its own result at its
+    next call). A call whose ``Notify`` was too large to send re-reads the
+    read set (the state now) and comes with kind ``"snapshot"``: compute
+    everything again, as for an initial call."""
 
     def __init__(self, client: Client, fn, name, reads, writes, priority, timeout_ms, notify_initial, cache):
         if not writes:
@@ -1074,6 +1132,8 @@ class Writer:
         try:
             self.client.call("Complete", "ota{sv}asas", note.contract, note.txn, *body)
             self.completed += 1
+            if self._cache is not None:
+                self._cache.own(_values(body[0]), body[2], self.reads)
         except OrdoError as e:
             self.refused += 1
             self.client.on_error(self, e)
@@ -1083,9 +1143,8 @@ class Writer:
         cache = self._cache
         assert cache is not None
         if note.changed == _TRUNCATED:
-            snap = cache.reread(self.client, self.reads)
-            return replace(note, changed=tuple(sorted(snap.counters)), values=snap.values, kind="snapshot",
-                           cache=cache.view)
+            _txn, differ = cache.reread(self.client, self.reads, note.txn)
+            return replace(note, changed=differ, values=dict(cache.view), kind="snapshot", cache=cache.view)
         cache.apply(note.changed, note.values)
         return replace(note, cache=cache.view)
 
@@ -1126,8 +1185,9 @@ class Watch:
     read set as of its ``txn``: the initial ``Notify`` of each registration
     fills it, each ``Notify`` is applied to it, and a catch-up (``Changes``
     or the refill after a registration) brings it to the catch-up's txn. A
-    ``Notify`` too large to send (``changed == ("**",)``) is replaced by a
-    ``Snapshot`` read, delivered as a ``"snapshot"`` notification.
+    ``Notify`` too large to send (``changed == ("**",)``) is replaced by
+    reading the read set again (``Snapshot`` s), delivered as a
+    ``"snapshot"`` notification listing the keypaths whose value differs.
 
     ``next(timeout)`` waits up to ``timeout`` seconds (``TimeoutError`` when
     nothing came); plain iteration waits forever. ``close()`` (or leaving a
@@ -1190,7 +1250,7 @@ class Watch:
         first = c._wait(lambda: self._q.popleft() if self._q else None, deadline)
         txn = first.txn
         if self._cache is not None and first.changed == _TRUNCATED:
-            txn = self._cache.reread(c, self.patterns).txn
+            txn, _differ = self._cache.reread(c, self.patterns, first.txn)
         elif self._cache is not None:
             self._cache.fill(first.values)
         self._catch_up(txn)
@@ -1294,10 +1354,9 @@ class Watch:
         if note.txn <= last:
             return  # covered by a catch-up already
         if cache is not None and note.changed == _TRUNCATED:
-            snap = cache.reread(c, self.patterns)
-            self._last = snap.txn
-            self._ready.append(Notification(snap.txn, tuple(sorted(snap.counters)), snap.values, note.contract,
-                                            "snapshot", cache.view))
+            self._last, differ = cache.reread(c, self.patterns, note.txn)
+            self._ready.append(Notification(self._last, differ, dict(cache.view), note.contract, "snapshot",
+                                            cache.view))
             return
         if self.gap_check and note.txn > last + 1 and c._has_changes is not False:
             try:
