@@ -9,18 +9,21 @@ over a small keyspace under ``m``, all at once, and log every commit with
 the transaction id its reply gave. Meanwhile, in this process, three
 cached contracts record their notifications: a watch that applies every
 ``Notify`` (no gap check), a watch with the gap check's ``Changes``
-catch-ups and an initial snapshot, and a writer (called inside each pass).
-A last commit touches ``m``, which every read set sees. Afterwards the
-logged commits, ordered by id, are replayed on a model of the store (sets,
-then touches, then removes, as ``Commit`` applies them; ``k.**`` removes the
-tree), which gives the state under ``m`` after every transaction (the only
-other writes, the writer's, are to ``w.count``). The model is checked
+catch-ups and an initial snapshot, and a writer, called inside each pass,
+that writes a keypath it reads (``m.a.n``, a count of the rest of its read
+set) and records each answer with its txn. A last commit touches ``m``,
+which every read set sees. Afterwards the logged commits, ordered by id,
+are replayed on a model of the store (sets, then touches, then removes, as
+``Commit`` applies them; ``k.**`` removes the tree), each followed by the
+writer's answer in its pass, which gives the state after every transaction
+and the state each answer was computed from. The model is checked
 against the service before it is used: at the end, ``Changes(0, ["m.**"])``
 has the model's values, and each keypath's counter is the number of
 replayed transactions that changed it (a counter rises by exactly 1 per
 transaction that changes its keypath, SPEC §2): a transaction missing from
 the logs, or replayed wrongly, shows there. Each recorded view is then
-compared, types included, with the model's state at its txn restricted to
+compared, types included, with the model's state at its txn (for the
+writer: the state it computed from, before its own answer) restricted to
 the read patterns. (The ``Notify`` of an uncached ``**`` watch cannot serve
 as the history: a tree removal lists only the keypath it was given.)
 
@@ -88,11 +91,12 @@ def typed(values, k):
     return (type(values[k]).__name__, values[k]) if k in values else None
 
 
-def replay(commits):
-    """The state under `m` after each logged transaction, as a list of
-    (txn, {keypath: value}) from (0, {}), and how many transactions changed
-    each keypath."""
-    state, at, counters = {}, [(0, {})], {}
+def replay(commits, answers):
+    """The state after each logged transaction -- its commit, then the
+    writer's answer in its pass, if any -- as a list of (txn, {keypath:
+    value}) from (0, {}); the state each answer was computed from (after the
+    commit), by txn; and how many transactions changed each keypath."""
+    state, at, computed, counters = {}, [(0, {})], {}, {}
     for txn, sets, touch, remove in sorted(commits):
         before = dict(state)
         state.update(sets)
@@ -103,10 +107,13 @@ def replay(commits):
                     del state[x]
             else:
                 state.pop(k, None)
+        if txn in answers:
+            computed[txn] = dict(state)
+            state.update(answers[txn])
         for k in set(touch) | {k for k in set(state) | set(before) if typed(state, k) != typed(before, k)}:
             counters[k] = counters.get(k, 0) + 1
         at.append((txn, dict(state)))
-    return at, counters
+    return at, computed, counters
 
 
 class Recorder(threading.Thread):
@@ -153,14 +160,19 @@ class ConcurrentCommitters(DBusTest):
         applied = Recorder(self.client().watch(plain, cache=True, gap_check=False), "applied")
         tree = ["m.a.**", "m.x.*.v"]
         checked = Recorder(self.client().watch(tree, cache=True, initial=True), "checked")
+        # A writer that reads what it writes: m.a.n, the number of the other
+        # keypaths of its read set (as a normalizer, it sees its own answers).
         writer_client = self.client()
-        calls = []
+        calls, answers = [], {}
 
         def count(note):
             calls.append(note)
-            return {"w.count": len(note.cache)}
+            if note.initial:
+                return None
+            answers[note.txn] = {"m.a.n": sum(k != "m.a.n" for k in note.cache)}
+            return answers[note.txn]
 
-        writer = writer_client.add_writer(count, "count", tree, ["w.count"], timeout_ms=5000, cache=True)
+        writer = writer_client.add_writer(count, "count", tree, ["m.a.n"], timeout_ms=5000, cache=True)
         writer_client.start()
         for r in (applied, checked):
             r.start()
@@ -188,17 +200,20 @@ class ConcurrentCommitters(DBusTest):
         # The model, checked against the service.
         self.assertGreaterEqual(len(commits), self.COMMITTERS * self.COMMITS * 3 // 4)
         self.assertEqual(len({c[0] for c in commits}), len(commits))
-        at, counters = replay(commits)
+        self.assertLessEqual(set(answers), {c[0] for c in commits})
+        at, computed, counters = replay(commits, answers)
         service = self.client().changes(0, ["m.**"])
         self.assertEqual(sorted(service.counters.items()), sorted(counters.items()))
         self.assertEqual({k: typed(service.values, k) for k in service.values},
                          {k: typed(at[-1][1], k) for k in at[-1][1]})
         txns = [t for t, _ in at]
 
-        def check(what, patterns, notes):
+        def check(what, patterns, notes, states=None):
+            """Each view against the state at its txn (`states`: the state
+            a writer's call computes from, by txn)."""
             self.assertTrue(notes, what)
             for n in notes:
-                state = at[bisect.bisect_right(txns, n.txn) - 1][1]
+                state = states[n.txn] if states and n.txn in states else at[bisect.bisect_right(txns, n.txn) - 1][1]
                 want = {k: typed(state, k) for k in state if any(matches(p, k) for p in patterns)}
                 got = {k: typed(n.cache, k) for k in n.cache}
                 self.assertEqual(got, want, f"{what}: {n.kind} at transaction {n.txn}")
@@ -210,9 +225,12 @@ class ConcurrentCommitters(DBusTest):
         kinds = check("checked", tree, checked.notes)
         self.assertEqual(checked.notes[0].kind, "snapshot")
         self.assertGreater(kinds["notify"], 0)
-        check("writer", tree, calls)
-        self.assertEqual((writer.refused, writer.calls), (0, len(calls)))
-        self.assertEqual(writer_client.get("w.count").value, len(calls[-1].cache))
+        # One initial call (at registration), then one call per transaction
+        # that its read set saw, each answered and accepted.
+        self.assertEqual([n.initial for n in calls], [True] + [False] * (len(calls) - 1))
+        check("writer", tree, calls, computed)
+        self.assertEqual((writer.refused, writer.completed), (0, len(calls)))
+        self.assertGreater(len(answers), len(commits) // 4)
 
 
 if __name__ == "__main__":
