@@ -745,9 +745,9 @@ static void floor_serve_direct(const char *address, int sync_fd, char *block) {
       DBusWatch *w = floor_watches[i];
       if (!w || !dbus_watch_get_enabled(w)) continue;
       unsigned flags = dbus_watch_get_flags(w);
+      short events = (short)((flags & DBUS_WATCH_READABLE ? POLLIN : 0) | (flags & DBUS_WATCH_WRITABLE ? POLLOUT : 0));
       watch_of[np] = w;
-      p[np++] = (struct pollfd){dbus_watch_get_unix_fd(w),
-                                (short)((flags & DBUS_WATCH_READABLE ? POLLIN : 0) | (flags & DBUS_WATCH_WRITABLE ? POLLOUT : 0)), 0};
+      p[np++] = (struct pollfd){dbus_watch_get_unix_fd(w), events, 0};
     }
     for (int i = 0; i < floor_npeers; i++) {
       if (dbus_connection_get_dispatch_status(floor_peers[i]) == DBUS_DISPATCH_DATA_REMAINS) timeout = 0;
