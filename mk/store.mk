@@ -8,17 +8,22 @@
 #   make bench-dconf   builds Benchmarks/c/dconf-bench.c (installs
 #                      dconf-service and libdconf-dev) and runs
 #                      Benchmarks/durable-bench.py: dconf, ordod --state
-#                      and the durable floor (a round of each in turn),
-#                      ordod --state --sync normal and the in-memory ordod,
-#                      the bus daemon's floor (a trivial service sending
-#                      ordod's Notify and reply: write-and-wait, latency,
-#                      burst) and group commit (8 committers
-#                      vs 1), the burst again through a client-side
-#                      merging writer (beside dconf's write_fast), and the
-#                      durable floor of the same run (in-memory ordod + one
-#                      write + fdatasync in the state file's directory)
-#                      and of the bus daemon's floor (+ one sync),
-#                      ratios to dconf on stdout, JSON in
+#                      and the durable floor, through the bus daemon and
+#                      over direct connections (ordod --no-bus --listen,
+#                      the floor on a socket of its own), a round of each
+#                      in turn; ordod --state --sync normal and the
+#                      in-memory ordod; the 3-message floor (a trivial
+#                      service sending ordod's Notify and reply:
+#                      write-and-wait, latency, burst) and the in-memory
+#                      ordod, of both transports; group commit (8
+#                      committers vs 1); the burst again through a
+#                      client-side merging writer (beside dconf's
+#                      write_fast); the composed floors (in-memory ordod or
+#                      the bus daemon's floor + one write + fdatasync in
+#                      the state file's directory). Ratios to dconf, the
+#                      durable write-and-wait of each transport against
+#                      its durable floor and the burst of one Commit per
+#                      write against dconf's on stdout, JSON in
 #                      $(BENCH_SCRATCH)/bench-durable.json; part of make bench
 # Both benchmarks keep their files under $(BENCH_SCRATCH), on the disk of
 # the checkout.

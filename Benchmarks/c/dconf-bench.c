@@ -1,9 +1,9 @@
 /*
  * dconf-bench: the dconf comparator of the durable-ordod scenario (SPEC §9,
  * §11; docs/storage.md). One run measures one target, dconf or ordod, on a
- * private dbus-daemon it starts, with KEYS distinct keys under one
- * directory, a writer (this process) and a watcher (a child process)
- * watching the directory:
+ * private dbus-daemon it starts (or peer to peer: --direct below), with
+ * KEYS distinct keys under one directory, a writer (this process) and a
+ * watcher (a child process) watching the directory:
  *
  *   (a) write-and-wait: each write waits for its acknowledgement
  *       (dconf_client_write_sync; Commit and its reply); writes/s until the
@@ -71,12 +71,23 @@
  *       and a sync after an idle gap costs more here than one right after
  *       another (the idle virtual CPU and disk queue wake up for it).
  *
+ * --direct (targets ordod, floor, durable-floor): the same measurements
+ * peer to peer, with no bus daemon at all: the service listens on a socket
+ * in the run's directory (DIR/dconf-bench-XXXXXX/direct) and the writer,
+ * the watcher and the committers connect to it with
+ * dbus_connection_open_private and no Hello (docs/dbus.md, "Direct
+ * connections"). ordod runs with --no-bus --listen unix:path=SOCKET; the
+ * floor services listen with dbus_server_listen and answer every
+ * connection in one poll loop, the Notify going out on the connection the
+ * watcher's Register came on. What the bus daemon adds to a write is the
+ * difference between a target's two transports.
+ *
  * --samples PATH: also writes every latency sample (microseconds, one per
  * line) to PATH: write->notification latencies (dconf, ordod) or
  * write+fdatasync times (sync).
  *
- * usage: dconf-bench --target dconf|ordod|floor|durable-floor|sync [--keys N] [--rounds R] [--dir DIR]
- *          [--ordod PATH] [--ordod-arg ARG]... [--service NAME]
+ * usage: dconf-bench --target dconf|ordod|floor|durable-floor|sync [--direct] [--keys N] [--rounds R]
+ *          [--dir DIR] [--ordod PATH] [--ordod-arg ARG]... [--service NAME]
  *          [--dconf-service PATH] [--committers N] [--samples PATH] [--pause-us N]
  * Prints one JSON object on stdout; exits non-zero on any failure (every
  * write must be acknowledged and every key notified, or it fails).
@@ -114,6 +125,7 @@ enum target { DCONF, ORDOD, FLOOR, DURABLE_FLOOR, SYNC };
 static enum target target;
 static long keys = 1000, rounds = 3;
 static long pause_us = 0; /* --target sync: idle gap before each write */
+static int direct;        /* --direct: peer to peer, no bus daemon */
 static const char *service = "dev.ordo.Bus";
 static char tmpdir[4096];
 static pid_t children[MAX_CHILDREN];
@@ -220,12 +232,25 @@ static const char *start_bus(void) {
   return address;
 }
 
-/* Waits until `name` has an owner on the bus. */
-static void wait_for_name(const char *address, const char *name) {
-  DBusConnection *c = bench_connect(address, 0, die);
+/* Waits until the service `name` answers at `address`: until it owns the
+ * name on the bus daemon there or, --direct, until its socket there takes
+ * a connection. */
+static void wait_for_service(const char *address, const char *name) {
   DBusError err;
   dbus_error_init(&err);
   double deadline = bench_now_s() + TIMEOUT_S;
+  if (direct) {
+    DBusConnection *c;
+    while (!(c = dbus_connection_open_private(address, &err))) {
+      dbus_error_free(&err);
+      if (bench_now_s() > deadline) die("timed out waiting for the socket", address);
+      usleep(10000);
+    }
+    dbus_connection_close(c);
+    dbus_connection_unref(c);
+    return;
+  }
+  DBusConnection *c = bench_connect(address, 0, die);
   while (!dbus_bus_name_has_owner(c, name, &err)) {
     if (dbus_error_is_set(&err)) die("NameHasOwner", err.message);
     if (bench_now_s() > deadline) die("timed out waiting for the service", name);
@@ -316,7 +341,7 @@ static void register_watcher(DBusConnection *c) {
 /* ordod watcher: a contract reading bench.**; one Notify is one
  * notification. */
 static void ordod_watcher(const char *address) {
-  DBusConnection *c = bench_connect(address, 0, die);
+  DBusConnection *c = bench_connect(address, direct, die);
   DBusMessage *m;
   DBusMessageIter it;
   register_watcher(c);
@@ -522,7 +547,7 @@ static void group_commit(const char *address, long committers) {
       close(go[1]);
       nchildren = 0;
       tmpdir[0] = 0;
-      DBusConnection *conn = bench_connect(address, 0, die);
+      DBusConnection *conn = bench_connect(address, direct, die);
       char b;
       if (read(go[0], &b, 1) < 0) _exit(2);
       for (long i = 0; i < keys; i++) {
@@ -593,64 +618,175 @@ static void sync_block(int fd, char *block, long i) {
  * call (a Commit) gets a Notify-shaped signal naming the call's first key,
  * sent to the watcher, and then its reply: ordod's messages in ordod's
  * order (an observer's Notify before the Commit's reply, docs/dbus.md).
- * With `sync_dir` (--target durable-floor) it is durable the simplest way:
- * the Commits of one read from the socket share one sync_block() before
- * their messages go out (group commit, as ordod's). */
+ * With `sync_fd` (--target durable-floor) it is durable the simplest way:
+ * the Commits of one read from the socket(s) share one sync_block() before
+ * their messages go out (group commit, as ordod's). Through the bus daemon
+ * the watcher is a unique name on the one connection; over direct
+ * connections (--direct) it is the connection its Register came on. */
+enum { FLOOR_BATCH = 256 };
+typedef struct {
+  DBusConnection *conn;
+  DBusMessage *m;
+} floor_out;
+static struct {
+  DBusConnection *conn; /* NULL until a Register */
+  char name[256];       /* its unique name through the bus daemon; "" direct */
+} floor_watcher;
+static floor_out floor_queue[2 * FLOOR_BATCH];
+static int floor_queued, floor_commits;
+static dbus_uint64_t floor_txn;
+
+/* Answers the calls c has read, up to a full queue: the replies (and a
+ * Commit's Notify) go to floor_queue. */
+static void floor_answer(DBusConnection *c) {
+  DBusMessage *m;
+  while (floor_queued + 2 <= 2 * FLOOR_BATCH && (m = dbus_connection_pop_message(c))) {
+    if (dbus_message_get_type(m) == DBUS_MESSAGE_TYPE_METHOD_CALL) {
+      DBusMessage *r = dbus_message_new_method_return(m);
+      if (dbus_message_is_method_call(m, ORDO_IFACE, "Register")) {
+        const char *sender = dbus_message_get_sender(m);
+        floor_watcher.conn = c;
+        snprintf(floor_watcher.name, sizeof floor_watcher.name, "%s", sender ? sender : "");
+        const char *path = "/dev/ordo/Bus/contract/1";
+        dbus_message_append_args(r, DBUS_TYPE_OBJECT_PATH, &path, DBUS_TYPE_INVALID);
+      } else {
+        floor_txn++;
+        floor_commits++;
+        dbus_message_append_args(r, DBUS_TYPE_UINT64, &floor_txn, DBUS_TYPE_INVALID);
+        DBusMessageIter it;
+        dbus_message_iter_init(m, &it);
+        const char *key = "k";
+        if (dbus_message_iter_get_arg_type(&it) == DBUS_TYPE_ARRAY) {
+          DBusMessageIter a, e;
+          dbus_message_iter_recurse(&it, &a);
+          if (dbus_message_iter_get_arg_type(&a) == DBUS_TYPE_DICT_ENTRY) {
+            dbus_message_iter_recurse(&a, &e);
+            dbus_message_iter_get_basic(&e, &key);
+          }
+        }
+        if (floor_watcher.conn) {
+          DBusMessage *sig = dbus_message_new_signal(ORDO_PATH, ORDO_IFACE, "Notify");
+          if (floor_watcher.name[0]) dbus_message_set_destination(sig, floor_watcher.name);
+          bench_append_notify(sig, "/dev/ordo/Bus/contract/1", key, (int64_t)floor_txn);
+          floor_queue[floor_queued++] = (floor_out){floor_watcher.conn, sig};
+        }
+      }
+      floor_queue[floor_queued++] = (floor_out){c, r};
+    }
+    dbus_message_unref(m);
+  }
+}
+
+/* Sends what floor_answer() queued, after one sync of the Commits among
+ * it when durable. */
+static void floor_send(int sync_fd, char *block, long *syncs) {
+  if (floor_commits > 0 && sync_fd >= 0) sync_block(sync_fd, block, (*syncs)++);
+  for (int i = 0; i < floor_queued; i++) {
+    dbus_connection_send(floor_queue[i].conn, floor_queue[i].m, NULL);
+    dbus_message_unref(floor_queue[i].m);
+  }
+  floor_queued = floor_commits = 0;
+}
+
+/* --direct: the connections the DBusServer accepted, and the watches of
+ * the server's listening socket and of those connections (libdbus's, for
+ * its main loop: here one poll loop). */
+enum { FLOOR_PEERS = 16, FLOOR_WATCHES = 4 * FLOOR_PEERS };
+static DBusWatch *floor_watches[FLOOR_WATCHES];
+static DBusConnection *floor_peers[FLOOR_PEERS];
+static int floor_npeers;
+
+static dbus_bool_t floor_add_watch(DBusWatch *w, void *data) {
+  (void)data;
+  for (int i = 0; i < FLOOR_WATCHES; i++) {
+    if (!floor_watches[i]) {
+      floor_watches[i] = w;
+      return TRUE;
+    }
+  }
+  return FALSE;
+}
+
+static void floor_remove_watch(DBusWatch *w, void *data) {
+  (void)data;
+  for (int i = 0; i < FLOOR_WATCHES; i++) {
+    if (floor_watches[i] == w) floor_watches[i] = NULL;
+  }
+}
+
+static void floor_accept(DBusServer *server, DBusConnection *c, void *data) {
+  (void)server;
+  (void)data;
+  if (floor_npeers == FLOOR_PEERS) return; /* not kept: libdbus closes it */
+  if (!dbus_connection_set_watch_functions(c, floor_add_watch, floor_remove_watch, NULL, NULL, NULL)) return;
+  floor_peers[floor_npeers++] = dbus_connection_ref(c);
+}
+
+/* Serves the floor at `address` peer to peer: each turn polls every
+ * enabled watch (the listening socket, each connection's reading and,
+ * while it has data to send, writing), lets libdbus handle the ready ones
+ * and answers what the connections read (one sync for all of it when
+ * durable). */
+static void floor_serve_direct(const char *address, int sync_fd, char *block) {
+  DBusError err;
+  dbus_error_init(&err);
+  DBusServer *server = dbus_server_listen(address, &err);
+  if (!server) die("floor: listen", err.message);
+  dbus_server_set_new_connection_function(server, floor_accept, NULL, NULL);
+  if (!dbus_server_set_watch_functions(server, floor_add_watch, floor_remove_watch, NULL, NULL, NULL)) {
+    die("floor: watch functions", NULL);
+  }
+  long syncs = 0;
+  for (;;) {
+    struct pollfd p[FLOOR_WATCHES];
+    DBusWatch *watch_of[FLOOR_WATCHES];
+    int np = 0, timeout = -1;
+    for (int i = 0; i < FLOOR_WATCHES; i++) {
+      DBusWatch *w = floor_watches[i];
+      if (!w || !dbus_watch_get_enabled(w)) continue;
+      unsigned flags = dbus_watch_get_flags(w);
+      short events = (short)((flags & DBUS_WATCH_READABLE ? POLLIN : 0) | (flags & DBUS_WATCH_WRITABLE ? POLLOUT : 0));
+      watch_of[np] = w;
+      p[np++] = (struct pollfd){dbus_watch_get_unix_fd(w), events, 0};
+    }
+    for (int i = 0; i < floor_npeers; i++) {
+      if (dbus_connection_get_dispatch_status(floor_peers[i]) == DBUS_DISPATCH_DATA_REMAINS) timeout = 0;
+    }
+    if (poll(p, (nfds_t)np, timeout) < 0 && errno != EINTR) die("floor: poll", strerror(errno));
+    for (int i = 0; i < np; i++) {
+      short r = p[i].revents;
+      if (!r) continue;
+      dbus_watch_handle(watch_of[i], (r & POLLIN ? DBUS_WATCH_READABLE : 0) | (r & POLLOUT ? DBUS_WATCH_WRITABLE : 0) |
+                                         (r & POLLHUP ? DBUS_WATCH_HANGUP : 0) | (r & POLLERR ? DBUS_WATCH_ERROR : 0));
+    }
+    for (int i = 0; i < floor_npeers; i++) floor_answer(floor_peers[i]);
+    floor_send(sync_fd, block, &syncs);
+    for (int i = 0; i < floor_npeers; i++) {
+      if (!dbus_connection_get_is_connected(floor_peers[i])) {
+        if (floor_watcher.conn == floor_peers[i]) floor_watcher.conn = NULL;
+        dbus_connection_unref(floor_peers[i]);
+        floor_peers[i--] = floor_peers[--floor_npeers];
+      }
+    }
+  }
+}
+
+/* The floor service at `address`: through the bus daemon (owning the
+ * service's name) or, --direct, listening there; durable with `sync_dir`. */
 static void floor_service(const char *address, const char *sync_dir) {
+  static char block[4096] __attribute__((aligned(4096)));
+  int fd = sync_dir ? sync_file(sync_dir, block) : -1;
+  if (direct) floor_serve_direct(address, fd, block); /* does not return */
   DBusConnection *c = bench_connect(address, 0, die);
   DBusError err;
   dbus_error_init(&err);
   if (dbus_bus_request_name(c, service, DBUS_NAME_FLAG_DO_NOT_QUEUE, &err) != DBUS_REQUEST_NAME_REPLY_PRIMARY_OWNER) {
     die("floor: RequestName", err.message);
   }
-  static char block[4096] __attribute__((aligned(4096)));
-  int fd = sync_dir ? sync_file(sync_dir, block) : -1;
-  char watcher[256] = "";
-  dbus_uint64_t n = 0;
   long syncs = 0;
-  enum { BATCH = 256 };
-  DBusMessage *out[2 * BATCH];
   while (dbus_connection_read_write(c, -1)) {
-    DBusMessage *m;
-    int nout = 0, commits = 0;
-    while (nout + 2 <= 2 * BATCH && (m = dbus_connection_pop_message(c))) {
-      if (dbus_message_get_type(m) == DBUS_MESSAGE_TYPE_METHOD_CALL) {
-        DBusMessage *r = dbus_message_new_method_return(m);
-        if (dbus_message_is_method_call(m, ORDO_IFACE, "Register")) {
-          snprintf(watcher, sizeof watcher, "%s", dbus_message_get_sender(m));
-          const char *path = "/dev/ordo/Bus/contract/1";
-          dbus_message_append_args(r, DBUS_TYPE_OBJECT_PATH, &path, DBUS_TYPE_INVALID);
-        } else {
-          n++;
-          commits++;
-          dbus_message_append_args(r, DBUS_TYPE_UINT64, &n, DBUS_TYPE_INVALID);
-          DBusMessageIter it;
-          dbus_message_iter_init(m, &it);
-          const char *key = "k";
-          if (dbus_message_iter_get_arg_type(&it) == DBUS_TYPE_ARRAY) {
-            DBusMessageIter a, e;
-            dbus_message_iter_recurse(&it, &a);
-            if (dbus_message_iter_get_arg_type(&a) == DBUS_TYPE_DICT_ENTRY) {
-              dbus_message_iter_recurse(&a, &e);
-              dbus_message_iter_get_basic(&e, &key);
-            }
-          }
-          if (watcher[0]) {
-            DBusMessage *sig = dbus_message_new_signal(ORDO_PATH, ORDO_IFACE, "Notify");
-            dbus_message_set_destination(sig, watcher);
-            bench_append_notify(sig, "/dev/ordo/Bus/contract/1", key, (int64_t)n);
-            out[nout++] = sig;
-          }
-        }
-        out[nout++] = r;
-      }
-      dbus_message_unref(m);
-    }
-    if (commits > 0 && fd >= 0) sync_block(fd, block, syncs++);
-    for (int i = 0; i < nout; i++) {
-      dbus_connection_send(c, out[i], NULL);
-      dbus_message_unref(out[i]);
-    }
+    floor_answer(c);
+    floor_send(fd, block, &syncs);
   }
   _exit(0);
 }
@@ -687,8 +823,8 @@ static void sync_floor(const char *dir, const char *samples) {
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: dconf-bench --target dconf|ordod|floor|durable-floor|sync [--keys N] [--rounds R] [--dir DIR]\n"
-                  "         [--ordod PATH] [--ordod-arg ARG]... [--service NAME] [--dconf-service PATH]\n"
+  fprintf(stderr, "usage: dconf-bench --target dconf|ordod|floor|durable-floor|sync [--direct] [--keys N] [--rounds R]\n"
+                  "         [--dir DIR] [--ordod PATH] [--ordod-arg ARG]... [--service NAME] [--dconf-service PATH]\n"
                   "         [--committers N] [--samples PATH] [--pause-us N]\n");
   exit(64);
 }
@@ -702,6 +838,10 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(a, "--direct") == 0) {
+      direct = 1;
+      continue;
+    }
     if (strncmp(a, "--", 2) != 0 || !v) usage();
     if (strcmp(a, "--target") == 0) target_name = v;
     else if (strcmp(a, "--keys") == 0) keys = atol(v);
@@ -728,6 +868,7 @@ int main(int argc, char **argv) {
   if (target == ORDOD && !ordod) die("--target ordod needs --ordod PATH", NULL);
   if (keys < 1 || keys > 9999 || rounds < 1) die("--keys must be 1…9999 and --rounds positive", NULL);
   if (pause_us < 0 || pause_us > 1000000 || (pause_us > 0 && target != SYNC)) die("--pause-us is 0…1000000, with --target sync", NULL);
+  if (direct && (target == DCONF || target == SYNC)) die("--direct is for --target ordod, floor or durable-floor", NULL);
   signal(SIGPIPE, SIG_IGN);
   if (target == SYNC) {
     sync_floor(dir, samples);
@@ -751,8 +892,12 @@ int main(int argc, char **argv) {
   setenv("XDG_CONFIG_HOME", config, 1);
   setenv("XDG_RUNTIME_DIR", runtime, 1);
   setenv("ORDO_BENCH_DIR", statedir, 1); /* for --ordod-arg paths of the caller's choosing */
-  const char *address = start_bus();
-  setenv("DBUS_SESSION_BUS_ADDRESS", address, 1);
+  /* --direct: the service's own socket, and no bus daemon at all. */
+  char direct_address[4200];
+  snprintf(direct_address, sizeof direct_address, "unix:path=%s/direct", tmpdir);
+  if (direct && strlen(direct_address) - strlen("unix:path=") >= 108) die("the socket's path is too long", direct_address);
+  const char *address = direct ? direct_address : start_bus();
+  if (!direct) setenv("DBUS_SESSION_BUS_ADDRESS", address, 1);
 
   if (target == FLOOR || target == DURABLE_FLOOR) {
     pid_t f = fork();
@@ -764,23 +909,24 @@ int main(int argc, char **argv) {
       floor_service(address, target == DURABLE_FLOOR ? dir : NULL);
     }
     children[nchildren++] = f;
-    wait_for_name(address, service);
+    wait_for_service(address, service);
   } else if (target == DCONF) {
     char *sargv[] = {(char *)dconf_service, NULL};
     spawn(sargv, NULL, 0);
-    wait_for_name(address, DCONF_NAME);
+    wait_for_service(address, DCONF_NAME);
   } else {
     char *oargv[40];
     int n = 0;
     oargv[n++] = (char *)ordod;
-    oargv[n++] = "--address";
+    oargv[n++] = direct ? "--no-bus" : "--address";
+    if (direct) oargv[n++] = "--listen";
     oargv[n++] = (char *)address;
     oargv[n++] = "--name";
     oargv[n++] = (char *)service;
     for (int i = 0; i < nordod_args; i++) oargv[n++] = ordod_args[i];
     oargv[n] = NULL;
     spawn(oargv, NULL, 0);
-    wait_for_name(address, service);
+    wait_for_service(address, service);
     if (committers > 0) {
       group_commit(address, committers);
       fflush(stdout);
@@ -815,7 +961,7 @@ int main(int argc, char **argv) {
   }
 
   if (target == DCONF) dconf_writer = dconf_client_new();
-  else ordod_writer = bench_connect(address, 0, die);
+  else ordod_writer = bench_connect(address, direct, die);
 
   double *seen = calloc((size_t)keys, sizeof(double));
   double *sent = calloc((size_t)keys, sizeof(double));
@@ -924,10 +1070,10 @@ int main(int argc, char **argv) {
          "\"write_wait_writes_per_s\": %.1f, \"write_wait_notifications_per_s\": %.1f, "
          "\"latency_p50_us\": %.1f, \"latency_p99_us\": %.1f, "
          "\"burst_writes\": %ld, \"burst_acked_writes_per_s\": %.1f, \"burst_visible_writes_per_s\": %.1f, "
-         "\"burst_notifications\": %.0f",
+         "\"burst_notifications\": %.0f, \"transport\": \"%s\"",
          target_name, keys, rounds, quantile(wait_writes, rounds, 0.5), quantile(wait_notes, rounds, 0.5),
          quantile(latencies, nlat, 0.5), quantile(latencies, nlat, 0.99), keys, quantile(burst_acked, rounds, 0.5),
-         quantile(burst_visible, rounds, 0.5), quantile(burst_notes, rounds, 0.5));
+         quantile(burst_visible, rounds, 0.5), quantile(burst_notes, rounds, 0.5), direct ? "direct" : "daemon");
   if (target == FLOOR || target == DURABLE_FLOOR) printf(", \"messages_per_write\": 3");
   if (target == ORDOD) {
     printf(", \"merged_acked_writes_per_s\": %.1f, \"merged_visible_writes_per_s\": %.1f, "
