@@ -70,8 +70,9 @@ public struct RemoteNotification: Sendable, Hashable {
   /// For a contract registered with `cache`, the value of every keypath of
   /// its read set as of ``transaction`` (those that hold one); nil for
   /// others. When the values did not fit in one `Notify`, the read set is
-  /// read again with one `Snapshot` per read pattern and delivered as a
-  /// ``Kind/snapshot`` (``transaction`` is then the last read's; a pattern
+  /// read again with one `Snapshot` per read pattern (brought to one
+  /// transaction by a `Changes` when they differ) and delivered as a
+  /// ``Kind/snapshot`` (``transaction`` is then that read's; a pattern
   /// whose values alone do not fit in a reply is left out).
   public internal(set) var cache: [String: Value]?
 }
@@ -902,14 +903,23 @@ public final class OrdoClient {
     var note = received
     if note.changed == ["**"] {
       // Too large for one Notify, and so for one Snapshot: the read set
-      // read again one pattern at a time, delivered as a catch-up. A
-      // pattern whose values alone are too large is left out.
+      // read again one pattern at a time, brought to one transaction by a
+      // `Changes` since the earliest read when they differ, and delivered
+      // as a catch-up. A pattern whose values alone are too large is left
+      // out.
       var values: [String: Value] = [:]
+      var earliest = UInt64.max
       var transaction = note.transaction
       for p in c.reads {
         guard let s = try? snapshot([p]) else { continue }
         for (k, v) in s.values { values[k] = v }
+        earliest = min(earliest, s.transaction)
         transaction = max(transaction, s.transaction)
+      }
+      if earliest < transaction, let ch = try? changes(since: earliest, patterns: c.reads) {
+        for k in ch.removed { values[k] = nil }
+        values.merge(ch.values) { _, v in v }
+        transaction = ch.transaction
       }
       c.refill = nil
       note = RemoteNotification(contract: note.contract, transaction: transaction, changed: cache.replace(with: values), values: values, kind: .snapshot)
