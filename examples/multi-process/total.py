@@ -3,10 +3,12 @@
 playlist.tracks.*.duration, as a writer contract of priority -1 (computed
 data) over D-Bus. The service calls it inside each pass that changed a
 duration and waits for its answer, so every later contract (the views) sees
-the new total in the same transaction. Registered with notify-initial, it
-computes once at start; the client registers it again (again with an
-initial call) when ordod restarts, so the total comes back in line by
-itself (docs/dbus.md, "Computed data across processes").
+the new total in the same transaction. Registered with a cache of what it
+reads (which implies an initial call), it computes once at start from every
+duration, with no call back to the service; the client registers it again
+(again with an initial call) when ordod restarts, so the total comes back
+in line by itself (docs/dbus.md, "Computed data across processes" and
+"Consistent reads").
 
     python3 examples/multi-process/total.py [ADDRESS]    # runs until Ctrl-C
 
@@ -28,12 +30,10 @@ def main():
     address = sys.argv[1] if len(sys.argv) > 1 else None
     with ordo.Client(address) as bus:
         @bus.writer("playlist-total", reads=["playlist.tracks.*.duration"], writes=["playlist.total"],
-                    priority=-1, notify_initial=True)
+                    priority=-1, cache=True)
         def total(note):
-            # Inside the pass the service answers this client's reads with
-            # the pass's state: the sum is that of this transaction.
-            durations = bus.snapshot(["playlist.tracks.*.duration"]).values
-            return {"playlist.total": sum(durations.values())}
+            # Every duration as of this transaction, kept by the client.
+            return {"playlist.total": sum(note.cache.values())}
 
         print("computing playlist.total", flush=True)
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
