@@ -385,6 +385,30 @@ def test_watch_and_writer_come_back_after_the_service_restarts(env):
         assert [n.initial for n in calls] == [False, True, False]
 
 
+def test_without_reconnect_a_watch_and_a_writer_end_with_the_owner(env):
+    errors = []
+    with ordo.Client(env.address, on_error=lambda source, e: errors.append((source, e))) as c:
+        w = c.watch(["doc.*"], reconnect=False)
+        gone = c.add_writer(lambda n: None, "gone", ["in.x"], ["calc.x"], -1, reconnect=False)
+        kept = c.add_writer(lambda n: None, "kept", ["in.y"], ["calc.y"], -1)
+        with pytest.raises(ordo.InvalidArgument):
+            c.add_writer(lambda n: None, "bad", ["in.z"], ["calc.z"], -1, reconnect=1)
+        c.commit({"doc.a": 1})
+        assert w.next(timeout=5).txn == 1
+        env.stop_ordod()
+        env.start_ordod()
+        with pytest.raises(ordo.ConnectionLost, match="reconnect=False"):
+            w.next(timeout=20)
+        with pytest.raises(StopIteration):
+            w.next(timeout=1)
+        deadline = time.monotonic() + 20
+        while kept.path is None and time.monotonic() < deadline:
+            c.process(0.1)
+        assert gone.ended and not kept.ended and gone.path is None
+        assert [k["name"] for k in c.contracts() if k["owner"] == c.unique_name] == ["kept"]
+        assert [(source, type(e)) for source, e in errors] == [(gone, ordo.ConnectionLost)]
+
+
 def test_watch_reconnects_after_the_bus_daemon_restarts(env):
     with ordo.Client(env.address) as c:
         w = c.watch(["doc.*"], reconnect_timeout=20)

@@ -740,8 +740,16 @@ class Client:
         """Runs the work a message left (outside the state lock): writer calls,
         and registering writers again on a new owner."""
         with self._state:
+            # A writer without reconnection went with the owner that held it.
+            ended = [w for w in self._writers if w.path is None and not w.reconnect]
+            for w in ended:
+                self._writers.remove(w)
+                w.ended = True
             regen = self._owner is not None and self._writers_gen != self._owner_gen and self._writers
             gen = self._owner_gen
+        for w in ended:
+            self.on_error(w, ConnectionLost(f"the service {self.name} changed owner: writer {w.name!r} ended "
+                                            "with the one that held it (reconnect=False)"))
         if regen:
             with self._writer_lock:
                 with self._state:
@@ -956,7 +964,8 @@ class Client:
                      reconnect_timeout, gap_check, cache)
 
     def writer(self, name: str, reads: Iterable[str], writes: Iterable[str], priority: Optional[int] = None,
-               *, timeout_ms: Optional[int] = None, notify_initial: bool = False, cache: bool = False):
+               *, timeout_ms: Optional[int] = None, notify_initial: bool = False, cache: bool = False,
+               reconnect: bool = True):
         """A decorator that makes a function a writer contract::
 
             @client.writer("normalize", reads=["user.name"], writes=["user.name"], priority=-3)
@@ -967,19 +976,24 @@ class Client:
         write: None (nothing), a dict of sets, or :class:`Writes`. The client
         answers with ``Complete``; the decorator returns the :class:`Writer`.
         With ``cache`` (which implies ``notify_initial``) each call's
-        :attr:`Notification.cache` holds the whole read set.
+        :attr:`Notification.cache` holds the whole read set. With
+        ``reconnect=False`` the writer ends with the service's owner that held
+        it instead of registering again with the next one (:attr:`Writer.ended`).
         """
         def deco(fn):
             return self.add_writer(fn, name, reads, writes, priority, timeout_ms=timeout_ms,
-                                   notify_initial=notify_initial, cache=cache)
+                                   notify_initial=notify_initial, cache=cache, reconnect=reconnect)
         return deco
 
     def add_writer(self, fn: Callable[[Notification], Any], name: str, reads: Iterable[str],
                    writes: Iterable[str], priority: Optional[int] = None, *, timeout_ms: Optional[int] = None,
-                   notify_initial: bool = False, cache: bool = False) -> "Writer":
+                   notify_initial: bool = False, cache: bool = False, reconnect: bool = True) -> "Writer":
         """Registers ``fn`` as a writer contract (see :meth:`writer`)."""
+        if not isinstance(reconnect, bool):
+            raise InvalidArgument(f"reconnect: a bool, not {reconnect!r}")
         w = Writer(self, fn, name, _strings(reads, "reads"), _strings(writes, "writes"), priority, timeout_ms,
                    notify_initial, cache)
+        w.reconnect = reconnect
         w._register()
         with self._state:
             self._writers.append(w)
@@ -1090,6 +1104,10 @@ class Writer:
         self.options = _options(priority, notify_initial, timeout_ms, cache=cache, reads=reads)
         self._cache = _ReadCache() if cache else None
         self.path: Optional[str] = None
+        #: Whether it registers again with the service's next owner.
+        self.reconnect = True
+        #: Set when it ended with the owner that held it (``reconnect=False``).
+        self.ended = False
         self.calls = 0
         self.completed = 0
         self.refused = 0
@@ -1332,6 +1350,11 @@ class Watch:
         while True:
             if self._ready:
                 return self._ready.popleft()
+            if self._stale and not self.reconnect:
+                # Without reconnection the contract went with the old owner.
+                self._closed = True
+                raise ConnectionLost(f"the service {c.name} changed owner: this watch's contract ended with the "
+                                     "old one (reconnect=False)")
             if self._stale or (self.reconnect and c._lost is not None and not c._closed):
                 rd = time.monotonic() + self.reconnect_timeout
                 self._resume_now(rd if deadline is None else min(rd, deadline))
