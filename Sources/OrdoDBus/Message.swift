@@ -137,24 +137,23 @@ struct MessageReader {
     return String(cString: p)
   }
 
-  mutating func string(_ what: String) throws(InvalidArgs) -> String {
+  // `what` names the argument in an error message, built only when one is
+  // thrown (these reads run for every argument of every message).
+
+  mutating func string(_ what: @autoclosure () -> String) throws(InvalidArgs) -> String {
     let t = currentType
     guard t == ORDO_DBUS_TYPE_STRING || t == ORDO_DBUS_TYPE_OBJECT_PATH else {
-      throw InvalidArgs("\(what): expected a string")
+      throw InvalidArgs("\(what()): expected a string")
     }
-    let s = try Self.decode(ordo_iter_get_string(&iter), what)
+    let s = try Self.decode(ordo_iter_get_string(&iter), what())
     next()
     return s
   }
 
   /// libdbus validates strings, but never trust what reaches us.
-  static func decode(_ p: UnsafePointer<CChar>?, _ what: String) throws(InvalidArgs) -> String {
-    guard let p else { throw InvalidArgs("\(what): missing string") }
-    let n = strlen(p)
-    let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self), count: n)
-    guard let s = String(validating: bytes, as: UTF8.self) else {
-      throw InvalidArgs("\(what): the string is not valid UTF-8")
-    }
+  static func decode(_ p: UnsafePointer<CChar>?, _ what: @autoclosure () -> String) throws(InvalidArgs) -> String {
+    guard let p else { throw InvalidArgs("\(what()): missing string") }
+    guard let s = String(validatingCString: p) else { throw InvalidArgs("\(what()): the string is not valid UTF-8") }
     return s
   }
 
@@ -175,49 +174,52 @@ struct MessageReader {
   mutating func double() -> Double { basic(ordo_iter_get_double) }
 
   /// Reads an `as`, refusing more than `limit` entries.
-  mutating func stringArray(_ what: String, limit: Int) throws(OrdoServiceError) -> [String] {
+  mutating func stringArray(_ what: @autoclosure () -> String, limit: Int) throws(OrdoServiceError) -> [String] {
     var sub = recurse()
     var out: [String] = []
     while !sub.atEnd {
       if out.count >= limit {
-        throw .ordo(OrdoError(.limit, "\(what) has more than \(limit) entries (limit max-keypaths-per-call)"))
+        throw .ordo(OrdoError(.limit, "\(what()) has more than \(limit) entries (limit max-keypaths-per-call)"))
       }
-      do { out.append(try sub.string("\(what)[\(out.count)]")) } catch { throw .invalidArgs(error.message) }
+      let i = out.count
+      do { out.append(try sub.string("\(what())[\(i)]")) } catch { throw .invalidArgs(error.message) }
     }
     next()
     return out
   }
 
-  /// Reads a variant holding an Ordo value (b, x, d, s, ay).
-  mutating func value(_ what: String, maxBytes: Int) throws(OrdoServiceError) -> Value {
-    guard currentType == ORDO_DBUS_TYPE_VARIANT else { throw .invalidArgs("\(what): expected a variant") }
+  /// Reads a variant holding an Ordo value (b, x, d, s, ay). Its content
+  /// is told by its type code (an array's by its element's), not by its
+  /// signature, which libdbus returns as a string to free; and read in
+  /// place: a variant holds one value, with nothing to move to after it.
+  mutating func value(_ what: @autoclosure () -> String, maxBytes: Int) throws(OrdoServiceError) -> Value {
+    guard currentType == ORDO_DBUS_TYPE_VARIANT else { throw .invalidArgs("\(what()): expected a variant") }
     var v = recurse()
     next()
-    let sig = v.currentSignature()
-    switch sig {
-    case "b":
-      return .bool(v.bool())
-    case "x":
-      return .int64(v.int64())
-    case "d":
-      return .double(v.double())
-    case "s":
+    switch v.currentType {
+    case ORDO_DBUS_TYPE_BOOLEAN:
+      return .bool(ordo_iter_get_bool(&v.iter) != 0)
+    case ORDO_DBUS_TYPE_INT64:
+      return .int64(ordo_iter_get_int64(&v.iter))
+    case ORDO_DBUS_TYPE_DOUBLE:
+      return .double(ordo_iter_get_double(&v.iter))
+    case ORDO_DBUS_TYPE_STRING:
       let p = ordo_iter_get_string(&v.iter)
       if let p, strlen(p) > maxBytes {
-        throw .ordo(OrdoError(.limit, "\(what): the string is \(strlen(p)) bytes, more than \(maxBytes) (limit max-value-bytes)"))
+        throw .ordo(OrdoError(.limit, "\(what()): the string is \(strlen(p)) bytes, more than \(maxBytes) (limit max-value-bytes)"))
       }
-      do { return .string(try Self.decode(p, what)) } catch { throw .invalidArgs(error.message) }
-    case "ay":
+      do { return .string(try Self.decode(p, what())) } catch { throw .invalidArgs(error.message) }
+    case ORDO_DBUS_TYPE_ARRAY where dbus_message_iter_get_element_type(&v.iter) == ORDO_DBUS_TYPE_BYTE:
       var a = v.recurse()
       var n: Int32 = 0
       let p = ordo_iter_get_bytes(&a.iter, &n)
       if Int(n) > maxBytes {
-        throw .ordo(OrdoError(.limit, "\(what): \(n) bytes, more than \(maxBytes) (limit max-value-bytes)"))
+        throw .ordo(OrdoError(.limit, "\(what()): \(n) bytes, more than \(maxBytes) (limit max-value-bytes)"))
       }
       guard let p, n > 0 else { return .bytes([]) }
       return .bytes(Array(UnsafeBufferPointer(start: p, count: Int(n))))
     default:
-      throw .invalidArgs("\(what): a value of type '\(sig)'; values must be variants of type b, x, d, s or ay")
+      throw .invalidArgs("\(what()): a value of type '\(v.currentSignature())'; values must be variants of type b, x, d, s or ay")
     }
   }
 }
