@@ -823,7 +823,10 @@ public final class OrdoClient {
         takeReply(m)
         continue
       }
-      if m.sender == "org.freedesktop.DBus", m.member == "NameOwnerChanged", m.signature == "sss" {
+      // Each header field read once (a Swift string each).
+      let member = m.member
+      let sender = m.sender
+      if member == "NameOwnerChanged", sender == "org.freedesktop.DBus", m.signature == "sss" {
         var r = m.reader()
         if let name = try? r.string("name"), name == destination, let _ = try? r.string("old"), let new = try? r.string("new") {
           let owner = new.isEmpty ? nil : new
@@ -851,7 +854,8 @@ public final class OrdoClient {
         }
         continue
       }
-      if m.member == "Trace", m.interface == ordoInterface, let cb = traceCallback, let owner = serviceOwner, m.sender == owner,
+      let interface = m.interface
+      if member == "Trace", interface == ordoInterface, let cb = traceCallback, let owner = serviceOwner, sender == owner,
         m.path == ordoObjectPath, let t = Self.trace(m)
       {
         cb(t)
@@ -859,8 +863,8 @@ public final class OrdoClient {
         continue
       }
       // Only the service's current owner sends real Notify signals.
-      guard m.member == "Notify", m.interface == ordoInterface, m.signature == "otasa{sv}",
-        let owner = serviceOwner, m.sender == owner, m.path == ordoObjectPath
+      guard member == "Notify", interface == ordoInterface, m.signature == "otasa{sv}",
+        let owner = serviceOwner, sender == owner, m.path == ordoObjectPath
       else { continue }
       var r = m.reader()
       guard let path = try? r.string("contract") else { continue }
