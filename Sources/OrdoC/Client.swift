@@ -109,10 +109,7 @@ final class CClient {
   /// Closes the connection and ends every contract (ordo_client_free).
   func disconnect() {
     remote.close()
-    let all = contracts.values.sorted { $0.id < $1.id }
-    contracts.removeAll()
-    byPath.removeAll()
-    for c in all { end(c) }
+    endAll()
     close(fd)
     close(wakefd)
   }
@@ -217,6 +214,14 @@ final class CClient {
     }
   }
 
+  /// Forgets every contract and ends each, in registration order.
+  private func endAll() {
+    let all = contracts.values.sorted { $0.id < $1.id }
+    contracts.removeAll()
+    byPath.removeAll()
+    for c in all { end(c) }
+  }
+
   /// Marks a contract gone and calls its destroy, unless its callback runs
   /// (then `invoke` calls it when the callback returns).
   private func end(_ c: CClientContract) {
@@ -252,12 +257,7 @@ final class CClient {
   /// The service's name changed owner. Without reconnection the contracts
   /// went with the old owner (OrdoClient forgot them): they end here too.
   private func ownerChanged(_ owner: String?) {
-    if !remote.reconnect {
-      let all = contracts.values.sorted { $0.id < $1.id }
-      contracts.removeAll()
-      byPath.removeAll()
-      for c in all { end(c) }
-    }
+    if !remote.reconnect { endAll() }
     guard let (callback, userData) = ownerChange else { return }
     if let owner { owner.withCString { callback(handle, $0, userData) } } else { callback(handle, nil, userData) }
   }
