@@ -823,10 +823,10 @@ public final class OrdoClient {
         takeReply(m)
         continue
       }
-      // Each header field read once (a Swift string each).
-      let member = m.member
-      let sender = m.sender
-      if member == "NameOwnerChanged", sender == "org.freedesktop.DBus", m.signature == "sss" {
+      // The header fields compared where libdbus holds them, each read once.
+      let member = dbus_message_get_member(m.raw)
+      let sender = dbus_message_get_sender(m.raw)
+      if same(member, "NameOwnerChanged"), same(sender, "org.freedesktop.DBus"), same(dbus_message_get_signature(m.raw), "sss") {
         var r = m.reader()
         if let name = try? r.string("name"), name == destination, let _ = try? r.string("old"), let new = try? r.string("new") {
           let owner = new.isEmpty ? nil : new
@@ -854,17 +854,17 @@ public final class OrdoClient {
         }
         continue
       }
-      let interface = m.interface
-      if member == "Trace", interface == ordoInterface, let cb = traceCallback, let owner = serviceOwner, sender == owner,
-        m.path == ordoObjectPath, let t = Self.trace(m)
+      let interface = dbus_message_get_interface(m.raw)
+      if same(member, "Trace"), same(interface, ordoInterface), let cb = traceCallback, let owner = serviceOwner, same(sender, owner),
+        same(dbus_message_get_path(m.raw), ordoObjectPath), let t = Self.trace(m)
       {
         cb(t)
         any = true
         continue
       }
       // Only the service's current owner sends real Notify signals.
-      guard member == "Notify", interface == ordoInterface, m.signature == "otasa{sv}",
-        let owner = serviceOwner, sender == owner, m.path == ordoObjectPath
+      guard same(member, "Notify"), same(interface, ordoInterface), same(dbus_message_get_signature(m.raw), "otasa{sv}"),
+        let owner = serviceOwner, same(sender, owner), same(dbus_message_get_path(m.raw), ordoObjectPath)
       else { continue }
       var r = m.reader()
       guard let path = try? r.string("contract") else { continue }

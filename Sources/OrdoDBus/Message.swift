@@ -90,6 +90,13 @@ public final class DBusMessageRef: @unchecked Sendable {
   func writer() -> MessageWriter { MessageWriter(self) }
 }
 
+/// Whether a header field (a C string libdbus holds, or nil) is `s`,
+/// compared in place rather than copied into a Swift string.
+func same(_ field: UnsafePointer<CChar>?, _ s: String) -> Bool {
+  guard let field else { return false }
+  return s.withCString { strcmp(field, $0) == 0 }
+}
+
 /// A failure decoding arguments: becomes `org.freedesktop.DBus.Error.InvalidArgs`.
 struct InvalidArgs: Error {
   let message: String
