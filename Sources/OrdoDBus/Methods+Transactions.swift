@@ -83,7 +83,15 @@ extension DBusService {
     }
     try c.access.requireWrites(batch, for: "CommitWith")
     for (k, _) in expect { try c.access.require(.read, k, for: "CommitWith expect") }
-    return try commit(c, batch, expect: expect, owner: owned ? owner(of: c.sender) : nil)
+    guard owned else { return try commit(c, batch, expect: expect) }
+    // A peer's owner record made for a commit that fails goes with it.
+    let made = owners[c.sender] == nil
+    do {
+      return try commit(c, batch, expect: expect, owner: owner(of: c.sender))
+    } catch {
+      if made { owners[c.sender] = nil }
+      throw error
+    }
   }
 
   /// Runs one remote transaction: `batch` with its conditions, its sets
