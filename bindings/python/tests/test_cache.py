@@ -241,6 +241,25 @@ def test_a_normalizer_sees_its_own_answer(client):
     assert seen[-1] == {"user.name": "ann", "user.age": 4}
 
 
+def test_a_writers_removals_enter_its_cache(client):
+    seen = []
+
+    # Drops "draft" entries: a keypath it removes, and a tree.
+    @client.writer("prune", reads=["box.**"], writes=["box.**"], cache=True)
+    def prune(note):
+        seen.append(dict(note.cache))
+        if note.cache.get("box.draft") is not None:
+            return ordo.Writes(remove=["box.draft", "box.tmp.**"])
+        return None
+
+    wait_for(lambda: client.process(0.05) or prune.completed, 10, "the initial call's Complete")
+    client.commit({"box.keep": 1, "box.tmp.a": 2, "box.tmp.b.c": 3, "box.draft": True})
+    assert client.snapshot(["box.**"]).values == {"box.keep": 1}
+    # Its own removals came in no Notify: the cache took them.
+    client.commit({"box.more": 4})
+    assert seen[-1] == {"box.keep": 1, "box.more": 4}
+
+
 def _after_a_restart(env, restart):
     """A cached watch across `restart()` (ordod killed and started again),
     with commits while it is away; returns the catch-up notification and the

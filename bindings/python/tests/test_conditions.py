@@ -35,10 +35,17 @@ def test_a_failed_condition_applies_nothing(bus):
     assert bus.commit() == 2
     with pytest.raises(ordo.NoTransaction):
         bus.expect("cart.count", 2)
-    with pytest.raises(ordo.InvalidArgument):
-        with bus.transaction(expect={"cart.count": -1}):
+    for bad, error in ((-1, ordo.InvalidArgument), ([("cart.count", 1)], ordo.InvalidArgument)):
+        with pytest.raises(error):
+            with bus.transaction(expect=bad if isinstance(bad, list) else {"cart.count": bad}):
+                pass
+    with pytest.raises(ordo.InvalidKeypath):
+        with bus.transaction(expect={"cart\0count": 1}):
             pass
-    assert bus.transaction_id == 2
+    # Refused before begin: the bus is free for the next transaction.
+    with bus.transaction() as t:
+        bus.set("cart.count", 3)
+    assert t.txn == 3
 
 
 def test_read_modify_write_from_threads_loses_no_update(bus):
@@ -113,4 +120,12 @@ def test_client_commit_with_conditions_and_ownership(env):
             a.commit({"k.count": 2}, expect={"k.count": -1})
         with pytest.raises(ordo.InvalidArgument):
             a.commit({"k.count": 2}, owned="yes")
+        with pytest.raises(ordo.InvalidArgument):
+            a.commit({"k.count": 2}, expect=[("k.count", 1)])
+        with pytest.raises(ordo.InvalidKeypath):
+            a.commit({"k.count": 2}, expect={"k\0count": 1})
+        with pytest.raises(ordo.InvalidKeypath):
+            a.commit({"k\0x": 2}, owned=True)
+        with pytest.raises(ordo.InvalidKeypath):
+            a.owners(["k\0x"])
         assert a.get("k.count").value == 1

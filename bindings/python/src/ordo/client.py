@@ -42,7 +42,7 @@ from jeepney.io.blocking import DBusConnection, DBusConnectionBase, open_dbus_co
 from .errors import (ConnectionLost, DBus, DuplicateName, InvalidArgument, InvalidKeypath, Limit, NotFound,
                      OrdoError, Timeout, error_for_dbus)
 from .trace import Trace, TraceStep
-from .values import Value, check_text, from_variant, is_uint64, to_variant
+from .values import Value, check_expect, check_text, from_variant, is_uint64, to_variant
 
 __all__ = ["ADDRESS_VARIABLE", "Client", "Entry", "Snapshot", "Changes", "Position", "Notification", "Writes", "Watch", "Writer", "TraceWatch",
            "MergingWriter", "MergedWrite", "NAME", "PATH", "INTERFACE"]
@@ -125,7 +125,10 @@ class Notification:
         """An initial call (a ``"notify"`` with an empty ``changed``): a writer
         registered with ``notify_initial=True``, registered again after the
         service came back, or called again after it was suspended. Read
-        everything you compute from and answer with all of it."""
+        everything you compute from and answer with all of it. A cached
+        contract's ``Notify`` after a write under a keypath it may not read
+        (with a policy) also has an empty ``changed``: its ``cache`` then
+        holds the whole read set, as after an initial call."""
         return self.kind == "notify" and not self.changed
 
     @property
@@ -246,7 +249,10 @@ class _ReadCache:
             try:
                 ch = client.changes(min(txns), read)
             except Limit as e:
+                # The reads stay apart: the cache is as of the earliest at
+                # least, and what came later is caught up from there.
                 client.on_error(f"cache: the changes to {read!r} since {min(txns)}", e)
+                txns[:] = [min(txns)]
             else:
                 for k in ch.removed:
                     values.pop(k, None)
@@ -302,6 +308,8 @@ _ARGS: Dict[str, Tuple[str, ...]] = {
     "Register": ("name", "pattern", "pattern", "option"),
     "Unregister": ("contract",),
     "Commit": ("keypath", "keypath", "keypath"),
+    "CommitWith": ("keypath", "keypath", "keypath", "option"),
+    "Owners": ("pattern",),
     "Get": ("keypath",),
     "Snapshot": ("pattern",),
     "Changes": ("since", "pattern"),
@@ -842,19 +850,14 @@ class Client:
         removed, in one transaction, when it closes (SPEC §15; sent as
         ``CommitWith``)."""
         body = _writes_body(set, touch, remove)
+        conditions = check_expect(expect)
+        if not isinstance(owned, bool):
+            raise InvalidArgument(f"owned: a bool, not {owned!r}")
         if expect is None and not owned:
             return self.call("Commit", "a{sv}asas", *body)[0]
         options: Dict[str, Tuple[str, Any]] = {}
-        if expect:
-            if not isinstance(expect, Mapping):
-                raise InvalidArgument(f"expect: a mapping of keypath to counter, not {expect!r}")
-            for k, n in expect.items():
-                _check_str(k, "expect keypath")
-                if not is_uint64(n):
-                    raise InvalidArgument(f"expect[{k!r}]: a counter (an int from 0 to 2**64 - 1), not {n!r}")
-            options["expect"] = ("a{st}", dict(expect))
-        if not isinstance(owned, bool):
-            raise InvalidArgument(f"owned: a bool, not {owned!r}")
+        if conditions:
+            options["expect"] = ("a{st}", conditions)
         if owned:
             options["owned"] = ("b", True)
         return self.call("CommitWith", "a{sv}asasa{sv}", *body, options)[0]

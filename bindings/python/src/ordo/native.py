@@ -29,7 +29,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Named
 from .errors import InvalidArgument, LibraryNotFound, OrdoError, error_for_status
 from .client import Snapshot
 from .trace import ContractInfo, Trace, TraceStep
-from .values import Value, check_text, check_value, is_uint64
+from .values import Value, check_expect, check_text, check_value, is_uint64
 
 __all__ = ["Bus", "Contract", "Handle", "Note", "load_library", "NO_PRIORITY", "NOTIFY_INITIAL"]
 
@@ -575,6 +575,7 @@ class Bus:
         sets belong to that :class:`Owner`; with ``expect`` (keypath →
         counter) the commit applies only if those counters still hold
         (:meth:`expect`)."""
+        conditions = check_expect(expect)
         if owner is not None:
             if not isinstance(owner, Owner) or owner._ptr is None:
                 raise InvalidArgument(f"owner: a live Owner of this bus, not {owner!r}")
@@ -583,7 +584,7 @@ class Bus:
             self.begin()
         t = _Transaction()
         try:
-            for k, n in (expect or {}).items():
+            for k, n in conditions.items():
                 self.expect(k, n)
         except BaseException:
             self.rollback()

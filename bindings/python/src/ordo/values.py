@@ -16,9 +16,9 @@ Anything else (None, lists, dicts, numpy scalars ...) is refused with
 
 from __future__ import annotations
 
-from typing import Any, Tuple, Union
+from typing import Any, Dict, Mapping, Tuple, Union
 
-from .errors import InvalidArgument, OrdoError
+from .errors import InvalidArgument, InvalidKeypath, OrdoError
 
 Value = Union[bool, int, float, str, bytes]
 
@@ -96,3 +96,22 @@ def check_text(s: str, what: str, error: type[OrdoError] = InvalidArgument) -> N
         s.encode("utf-8")
     except UnicodeEncodeError as e:
         raise error(f"{what}: {s!r} is not valid UTF-8 ({e.reason} at {e.start})") from None
+
+
+def check_expect(expect: Any) -> Dict[str, int]:
+    """The conditions of a commit (``expect``: keypath → counter) checked
+    before anything is sent or begun: a mapping of keypath strings to
+    counters; None is none."""
+    if expect is None:
+        return {}
+    if not isinstance(expect, Mapping):
+        raise InvalidArgument(f"expect: a mapping of keypath to counter, not {expect!r}")
+    out: Dict[str, int] = {}
+    for k, n in expect.items():
+        if not isinstance(k, str):
+            raise InvalidArgument(f"expect: keypaths are str, not {k!r}")
+        check_text(k, "expect keypath", InvalidKeypath)
+        if not is_uint64(n):
+            raise InvalidArgument(f"expect[{k!r}]: a counter (an int from 0 to 2**64 - 1), not {n!r}")
+        out[k] = n
+    return out
