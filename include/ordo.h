@@ -530,7 +530,7 @@ typedef struct ordo_value {
   double d;
   const char *s;        /* NUL-terminated UTF-8 */
   const void *bytes;
-  size_t len;           /* of bytes */
+  size_t len;           /* of bytes, or of s without its NUL */
 } ordo_value;
 
 /** Called once per changed keypath by ordo_changes: value is NULL when the

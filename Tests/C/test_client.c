@@ -631,6 +631,11 @@ static void test_conditions_and_owned(ordo_client *c) {
   ordo_free(v);
   v = NULL;
   EXPECT(ORDO_E_NOT_FOUND, ordo_client_get(c, "cond.other", &v, NULL));
+  /* ordo_writes_clear drops the condition with the writes. */
+  OK(ordo_writes_clear(w));
+  OK(ordo_writes_set_int64(w, "cond.n", 2));
+  OK(ordo_client_commit(c, w, &txn));
+  CHECK(txn > 0);
   EXPECT(ORDO_E_INVALID_KEYPATH, ordo_writes_expect_counter(w, "a..b", 0));
   EXPECT(ORDO_E_INVALID_ARGUMENT, ordo_writes_expect_counter(NULL, "k", 0));
   EXPECT(ORDO_E_INVALID_ARGUMENT, ordo_writes_set_owned(NULL, true));
@@ -644,16 +649,23 @@ static void test_conditions_and_owned(ordo_client *c) {
   CHECK(v && v->type == ORDO_TYPE_STRING);
   ordo_free(v);
   v = NULL;
+  /* ... and the owned flag: this value stays when the provider goes. */
+  OK(ordo_writes_clear(w));
+  OK(ordo_writes_set_string(w, "cond.plain", "stays"));
+  OK(ordo_client_commit(provider, w, NULL));
   ordo_client_free(provider);
   /* The service removes the value once it sees the connection close. */
   for (int i = 0; i < 200; i++) {
     if (ordo_client_get(c, "cond.owned", &v, NULL) == ORDO_E_NOT_FOUND) break;
     ordo_free(v);
     v = NULL;
-    struct timespec ts = {0, 10 * 1000 * 1000};
-    nanosleep(&ts, NULL);
+    sleep_ms(10);
   }
   EXPECT(ORDO_E_NOT_FOUND, ordo_client_get(c, "cond.owned", &v, NULL));
+  OK(ordo_client_get(c, "cond.plain", &v, NULL));
+  CHECK(v && v->type == ORDO_TYPE_STRING && strcmp(v->s, "stays") == 0);
+  ordo_free(v);
+  v = NULL;
   ordo_writes_free(w);
 }
 

@@ -147,6 +147,7 @@ import Testing
       done.signal()
     }.start()
     #expect(done.wait(timeout: .now() + 10) == .success)
+    #expect(try bus.value("other") == .int64(1))
   }
 
   @Test func anOwnerGoesWithItsLastReference() throws {
