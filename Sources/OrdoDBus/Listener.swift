@@ -29,15 +29,17 @@ final class Listener {
   /// The socket file of a `unix:path=` address.
   let path: String?
 
-  init(address: String, mode: mode_t) throws(OrdoError) {
+  /// Checks a listening address without making anything: one entry, of
+  /// method `unix` or `systemd`. Returns its socket file (`unix:path=`).
+  static func parse(_ address: String) throws(OrdoError) -> String? {
     var err = DBusError()
     dbus_error_init(&err)
     defer { dbus_error_free(&err) }
-    func message() -> String { err.message.map { String(cString: $0) } ?? "unknown error" }
     var entries: UnsafeMutablePointer<OpaquePointer?>?
     var count: Int32 = 0
     guard dbus_parse_address(address, &entries, &count, &err) != 0, let entries else {
-      throw OrdoError(.invalidArgument, "cannot listen at \(address.debugDescription): \(message())")
+      let why = err.message.map { String(cString: $0) } ?? "unknown error"
+      throw OrdoError(.invalidArgument, "cannot listen at \(address.debugDescription): \(why)")
     }
     defer { dbus_address_entries_free(entries) }
     guard count == 1, let entry = entries[0] else {
@@ -50,7 +52,15 @@ final class Listener {
         "cannot listen at \(address.debugDescription): a direct address is unix:path=…, unix:abstract=… or systemd: "
           + "(a peer's identity is its Unix socket's credentials)")
     }
-    let path = dbus_address_entry_get_value(entry, "path").map { String(cString: $0) }
+    return dbus_address_entry_get_value(entry, "path").map { String(cString: $0) }
+  }
+
+  init(address: String, mode: mode_t) throws(OrdoError) {
+    let path = try Self.parse(address)
+    var err = DBusError()
+    dbus_error_init(&err)
+    defer { dbus_error_free(&err) }
+    func message() -> String { err.message.map { String(cString: $0) } ?? "unknown error" }
     if let path {
       // libdbus replaces any socket file at the path: a live one is refused here.
       let alive = ordo_unix_socket_alive(path)
@@ -115,6 +125,14 @@ extension DBusService {
   /// - Throws: ``OrdoError/Code/invalidArgument`` for an address that is
   ///   not one of those; ``OrdoError/Code/dbus`` when the socket cannot be
   ///   made, or another process accepts connections on it.
+  /// Checks an address for ``listen(_:)`` without making anything, so that
+  /// a program can refuse a bad one before it starts anything else.
+  ///
+  /// - Throws: ``OrdoError/Code/invalidArgument`` as ``listen(_:)``.
+  public static func checkListenAddress(_ address: String) throws(OrdoError) {
+    _ = try Listener.parse(address)
+  }
+
   @discardableResult
   public func listen(_ address: String) throws(OrdoError) -> String {
     let l = try Listener(address: address, mode: policyOn.load(ordering: .relaxed) ? 0o666 : 0o600)

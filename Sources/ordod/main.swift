@@ -126,6 +126,9 @@ while !args.isEmpty {
 
 if systemBus && (address != nil || forcePrivate) { fail("--system cannot be combined with --address or --private") }
 if noBus && listenAddresses.isEmpty { fail("--no-bus needs --listen ADDRESS") }
+for a in listenAddresses {
+  do { try DBusService.checkListenAddress(a) } catch { fail(error.message) }
+}
 if noBus && (systemBus || address != nil || forcePrivate) { fail("--no-bus cannot be combined with --system, --address or --private") }
 guard limits.defaultWriterTimeoutMs <= limits.maxWriterTimeoutMs else {
   fail("--writer-timeout-ms \(limits.defaultWriterTimeoutMs) is more than --max-writer-timeout-ms \(limits.maxWriterTimeoutMs)")

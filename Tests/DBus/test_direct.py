@@ -14,6 +14,7 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
@@ -101,6 +102,21 @@ class DirectTest(unittest.TestCase):
         while not fn():
             self.assertLess(time.monotonic(), deadline, what)
             time.sleep(0.02)
+
+
+class BadAddress(unittest.TestCase):
+    def test_a_bad_listen_address_is_refused_before_anything_starts(self):
+        with tempfile.TemporaryDirectory() as d:
+            env = dict(os.environ, XDG_RUNTIME_DIR=d)
+            env.pop("DBUS_SESSION_BUS_ADDRESS", None)
+            for address, says in (("tcp:host=localhost,port=1", "a direct address is unix:path="),
+                                  ("unix:path=/tmp/a;unix:path=/tmp/b", "give one address per --listen"),
+                                  ("nonsense", "cannot listen at \"nonsense\"")):
+                r = subprocess.run([ORDOD, "--private", "--listen", address], capture_output=True, text=True,
+                                   env=env, timeout=20)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(says, r.stderr)
+            self.assertEqual(os.listdir(d), [])  # no private bus daemon was started
 
 
 class NoBus(DirectTest):
