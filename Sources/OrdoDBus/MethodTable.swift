@@ -253,8 +253,9 @@ extension DBusService {
 
 extension DBusService {
   /// Reads a method's `a{sv}` options: each key must be one of `types`
-  /// (option → signature of its value) and its value of that signature,
-  /// else `InvalidArgs` naming the options; `body` reads the value.
+  /// (option → signature of its value), given once, and its value of that
+  /// signature, else `InvalidArgs` naming the options; `body` reads the
+  /// value.
   func readOptions(
     _ r: inout MessageReader, _ method: String, _ types: KeyValuePairs<String, String>,
     _ body: (String, inout MessageReader) throws(OrdoServiceError) -> Void
@@ -263,10 +264,8 @@ extension DBusService {
     func known() -> String { types.map { "\($0.key) (\($0.value))" }.joined(separator: ", ") }
     var opts = r.recurse()
     r.next()
-    var seen = 0
+    var given: [String] = []
     while !opts.atEnd {
-      seen += 1
-      guard seen <= 16 else { throw .ordo(OrdoError(.limit, "\(method): more than 16 options (the options are \(known()))")) }
       var e = opts.recurse()
       opts.next()
       let key: String
@@ -274,6 +273,8 @@ extension DBusService {
       guard let sig = types.first(where: { $0.key == key })?.value else {
         throw .invalidArgs("\(method): unknown option \"\(key)\"; the options are \(known())")
       }
+      guard !given.contains(key) else { throw .invalidArgs("\(method): option \"\(key)\" is given twice") }
+      given.append(key)
       var v = e.recurse()
       let got = v.currentSignature()
       guard got == sig else { throw .invalidArgs("\(method): option \"\(key)\" must be of type '\(sig)', got '\(got)'") }
