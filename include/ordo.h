@@ -256,8 +256,9 @@ ordo_status ordo_owner_new(ordo_bus *bus, const char *name, ordo_owner **out);
  *  a keypath, by anyone, ends its ownership; an owned write by another
  *  owner hands it over; touch and removals store nothing and only end
  *  ownership. Returns ORDO_OK, or ORDO_E_INVALID_ARGUMENT (a NULL argument,
- *  an owner of another bus or already freed, or inside a callback: a
- *  callback's writes belong to its contract). */
+ *  an owner of another bus, or inside a callback: a callback's writes
+ *  belong to its contract). An owner already freed is a caller's bug, as
+ *  for ordo_owner_free. */
 ordo_status ordo_begin_owned(ordo_bus *bus, ordo_owner *owner);
 
 /** Frees an owner and removes every value it holds, in one transaction

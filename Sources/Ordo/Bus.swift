@@ -23,9 +23,9 @@ public final class Bus: @unchecked Sendable {
   let store = Store()
   let contractGraph: ContractGraph
   let passes: PassRunner
-  /// Transactions rolled back, and refused for a condition that did not
-  /// hold (statistics).
+  /// Transactions rolled back (statistics).
   private(set) var rollbackCount: UInt64 = 0
+  /// Commits refused for a condition that did not hold (statistics).
   private(set) var conflictCount: UInt64 = 0
   /// What typed properties, contexts and streams name the bus by, without
   /// keeping it alive (see ``BusLink``); also the end-of-pass hooks.

@@ -28,8 +28,8 @@ enum Phase {
   /// A transaction is open outside callbacks, `depth` `begin`s deep.
   case open(depth: Int)
   /// ``open`` inside a `begin(owner:)`: its sets belong to `scope.owner`
-  /// (SPEC §15). A case of its own, so that the plain write path tests the
-  /// phase as it did before owners existed.
+  /// (SPEC §15). A case of its own, so that a plain write tests the phase
+  /// for ``open`` alone and pays nothing for owners.
   case openOwned(depth: Int, scope: OwnedScope)
   /// The notification pass of transaction `txn`, with the callback that
   /// runs now, if any. `txn` is 0 during the initial call that opens a pass
@@ -86,8 +86,8 @@ final class Gate {
   var phase = Phase.idle
   /// The `begin(owner:)` scopes of the open transaction, innermost last
   /// (the phase carries the innermost). Owner's thread, lock held (so
-  /// exclusivity is unchecked: every transaction's end reads it; the cost
-  /// of the check is measured in ``Ownership``).
+  /// exclusivity is unchecked: every transaction's end reads it; see
+  /// ``Ownership``).
   @exclusivity(unchecked) private var ownedScopes: [OwnedScope] = []
   /// Ownership tickets: the next to hand out, and the one whose turn it is.
   private var nextTicket: UInt64 = 0

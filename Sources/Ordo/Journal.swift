@@ -74,8 +74,8 @@ final class Journal {
   @exclusivity(unchecked) var undo: [@Sendable () -> Void] = []
   /// The first condition of the transaction that does not hold (SPEC §15):
   /// its outermost commit then applies nothing and throws it.
-  /// (Exclusivity-unchecked: every commit and reset reads it; the cost of
-  /// the check is measured in ``Ownership``.)
+  /// (Exclusivity-unchecked: every commit and reset reads it under the
+  /// bus's lock; see ``Ownership``.)
   @exclusivity(unchecked) var conflict: OrdoError?
   /// Nodes created by this transaction, in creation order (parents first),
   /// retained until ``reset()``.

@@ -10,11 +10,9 @@
 /// owns what from the journal (``settle(_:)``); a rolled-back or refused
 /// transaction only forgets what it noted.
 ///
-/// Guarded by the bus's lock, so exclusivity is unchecked: its fields that
-/// every commit reads skip the dynamic check. Checked, these reads, with
-/// those of ``Journal/conflict`` and the gate's owned scopes, cost 340
-/// instructions a commit that owns nothing: 5.4 % of `ordo-bench --profile
-/// commit-handles:100000` (callgrind).
+/// Guarded by the bus's lock, so exclusivity is unchecked: every commit
+/// reads its fields (as it reads ``Journal/conflict`` and the gate's owned
+/// scopes), and a commit that owns nothing does not pay the dynamic check.
 final class Ownership {
   /// The owner of each owned value, by node.
   @exclusivity(unchecked) private var ownerOf: [ObjectIdentifier: UInt64] = [:]

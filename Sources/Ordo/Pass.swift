@@ -120,10 +120,9 @@ final class PassRunner {
   /// Starts fetching what the prefetch hint of every reader of a written
   /// keypath names (``PrefetchHint``), before the scheduling, so that the
   /// loads of the hints, out of cache at 100 000 contracts, overlap each
-  /// other (fetched as each contract was scheduled, a C commit at 100 000
-  /// contracts took longer: docs/measurements/2026-12-04-prefetch-hints.md).
-  /// Only on a bus with hints, and out of line: inside ``fetchReaders()``
-  /// it kept the scheduling from inlining. A stale reader's room holds no
+  /// other rather than wait for each contract's turn. Only on a bus with
+  /// hints, and out of line, so that ``fetchReaders()``'s scheduling stays
+  /// inlined. A stale reader's room holds no
   /// hint or another contract's: harmless.
   @inline(never)
   private func fetchHints() {
