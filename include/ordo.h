@@ -922,13 +922,13 @@ ordo_status ordo_client_set_complete_error(ordo_client *client, ordo_client_comp
                                            void *user_data);
 
 /** Called from ordo_client_dispatch when the service's name changes owner
- *  (ordod stopped, restarted, or another process took the name; followed
- *  from the client's first ordo_client_register on): owner
- *  is NULL when the service left, else the new owner's unique name (valid
- *  during the call), once the contracts are registered again and caught
- *  up. Not called for a direct connection (ordo_client_connect_direct),
- *  whose service cannot change: a lost one makes ordo_client_dispatch
- *  return ORDO_E_DBUS. */
+ *  (ordod stopped, restarted, or another process took the name) or the
+ *  connection is lost (the bus daemon gone; ordod gone behind a direct
+ *  connection), from the client's first ordo_client_register on: owner is
+ *  NULL when the service left or the connection was lost, else the new
+ *  owner's unique name (over a direct connection opened again: its
+ *  address), valid during the call, once the contracts are registered
+ *  again and caught up. */
 typedef void (*ordo_client_owner_callback)(ordo_client *client, const char *owner, void *user_data);
 
 /** Sets (or with callback NULL removes) the client's owner-change
@@ -936,14 +936,23 @@ typedef void (*ordo_client_owner_callback)(ordo_client *client, const char *owne
 ordo_status ordo_client_set_owner_change(ordo_client *client, ordo_client_owner_callback callback, void *user_data);
 
 /** Whether the client registers its contracts again, and catches its
- *  observers up, when the service's name gets a new owner (true by
- *  default). Off, the contracts end with the owner that held them: when it
+ *  observers up, when the service's name gets a new owner, and opens a
+ *  lost connection again at the same address (true by default). Off, the
+ *  contracts end with the owner or the connection that held them: when it
  *  leaves, each one's destroy function runs and its id is unknown from
  *  then on; the program registers again (its owner-change callback tells
  *  when) and catches up itself with ordo_client_changes or
- *  ordo_client_snapshot (SPEC §10). Returns ORDO_OK or
- *  ORDO_E_INVALID_ARGUMENT (client NULL). */
+ *  ordo_client_snapshot (SPEC §10); a lost connection stays lost. Returns
+ *  ORDO_OK or ORDO_E_INVALID_ARGUMENT (client NULL). */
 ordo_status ordo_client_set_reconnect(ordo_client *client, bool reconnect);
+
+/** How long a lost connection is tried again, every 100 ms (the client's
+ *  fd brings the program's loop to ordo_client_dispatch for each try),
+ *  before ordo_client_dispatch gives up with ORDO_E_DBUS: timeout_ms
+ *  milliseconds from the loss, 0 for ever; 30000 by default. Any call
+ *  made meanwhile also tries once, without waiting. Returns ORDO_OK or
+ *  ORDO_E_INVALID_ARGUMENT (client NULL, timeout_ms negative). */
+ordo_status ordo_client_set_reconnect_timeout(ordo_client *client, int timeout_ms);
 
 /** A file descriptor that is readable when ordo_client_dispatch has work
  *  (a signal arrived, or was read while another call waited for its
@@ -955,8 +964,11 @@ int         ordo_client_fd(ordo_client *client);
 /** Receives what the service sent, waiting up to timeout_ms milliseconds
  *  for something (0: do not wait; negative: wait until something comes),
  *  and calls the callbacks of the notifications received, writers' answers
- *  included. Returns ORDO_OK, ORDO_E_INVALID_ARGUMENT (client NULL; from a
- *  callback) or ORDO_E_DBUS (the connection to the bus daemon is lost). */
+ *  included. While a lost connection is opened again it tries once per
+ *  call (and waits up to timeout_ms for it). Returns ORDO_OK,
+ *  ORDO_E_INVALID_ARGUMENT (client NULL; from a callback) or ORDO_E_DBUS
+ *  (the connection is lost for good: without reconnection, or past the
+ *  reconnect timeout). */
 ordo_status ordo_client_dispatch(ordo_client *client, int timeout_ms);
 
 /** The value and counter of a keypath (D-Bus Get): *out receives the value

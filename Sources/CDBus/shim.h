@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -155,6 +156,12 @@ static const int ORDO_EPOLL_CTL_MOD = EPOLL_CTL_MOD;
 static const int ORDO_EPOLL_CTL_DEL = EPOLL_CTL_DEL;
 static inline int ordo_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 static inline int ordo_eventfd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
+static inline int ordo_timerfd(void) { return timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK); }
+// Makes a timerfd readable once, ms milliseconds from now.
+static inline int ordo_timerfd_arm(int fd, int ms) {
+  struct itimerspec t = {{0, 0}, {ms / 1000, (long)(ms % 1000) * 1000000L}};
+  return timerfd_settime(fd, 0, &t, NULL);
+}
 static inline int ordo_errno(void) { return errno; }
 
 // Direct connections (a DBusServer's peers).

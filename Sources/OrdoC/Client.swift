@@ -5,11 +5,13 @@
 // its contract (ClientWrites.swift), sent as its Complete when the callback
 // returns.
 //
-// ordo_client_fd is an epoll set of the connection's socket and an eventfd:
-// a call that blocks for its reply may read signals into libdbus' queue,
-// where the socket no longer shows them, so every call made outside
-// ordo_client_dispatch writes the eventfd and the program's loop comes back
-// to dispatch them.
+// ordo_client_fd is an epoll set of the connection's socket, an eventfd and
+// a timerfd. A call that blocks for its reply may read signals into
+// libdbus' queue, where the socket no longer shows them, so every call made
+// outside ordo_client_dispatch writes the eventfd and the program's loop
+// comes back to dispatch them. While a lost connection is opened again
+// there is no socket to poll: the timerfd brings the loop back every
+// 100 ms to try.
 
 import CDBus
 import COrdo
@@ -54,8 +56,12 @@ final class CClient {
   private let wakefd: Int32
   /// Whether wakefd was written since the last dispatch (read it then).
   private var woken = false
-  /// The socket in the epoll set, -1 before the first.
+  /// Readable when a lost connection is to be tried again.
+  private let retryfd: Int32
+  /// The socket in the epoll set (-1: none) and the connection it is
+  /// of (``OrdoClient/generation``).
   private var polledSocket: Int32 = -1
+  private var polledGeneration = -1
   private(set) var contracts: [UInt64: CClientContract] = [:]
   private var byPath: [String: CClientContract] = [:]
   private var nextID: UInt64 = 1
@@ -77,14 +83,15 @@ final class CClient {
     }
     fd = ordo_epoll_create()
     wakefd = ordo_eventfd()
-    guard fd >= 0, wakefd >= 0 else {
+    retryfd = ordo_timerfd()
+    guard fd >= 0, wakefd >= 0, retryfd >= 0 else {
       let errno = ordo_errno()
-      if fd >= 0 { close(fd) }
-      if wakefd >= 0 { close(wakefd) }
+      for f in [fd, wakefd, retryfd] where f >= 0 { close(f) }
       remote.close()
-      throw OrdoError(.dbus, "cannot create the client's epoll set and eventfd: errno \(errno)")
+      throw OrdoError(.dbus, "cannot create the client's epoll set, eventfd and timerfd: errno \(errno)")
     }
     _ = ordo_epoll_ctl(fd, ORDO_EPOLL_CTL_ADD, wakefd, ORDO_EPOLLIN)
+    _ = ordo_epoll_ctl(fd, ORDO_EPOLL_CTL_ADD, retryfd, ORDO_EPOLLIN)
     followSocket()
     remote.onCompleteError = { [unowned self] path, txn, error in self.refused(path, txn, error) }
     remote.onOwnerChange = { [unowned self] owner in self.ownerChanged(owner) }
@@ -98,12 +105,19 @@ final class CClient {
 
   var handle: OpaquePointer { OpaquePointer(Unmanaged.passUnretained(self).toOpaque()) }
 
-  /// Puts the connection's current socket in the epoll set.
+  /// Puts the connection's current socket in the epoll set; while a lost
+  /// connection is opened again, arms the timerfd instead.
   private func followSocket() {
-    guard let s = remote.socket, s != polledSocket else { return }
+    if remote.isReconnecting {
+      _ = ordo_timerfd_arm(retryfd, 100)
+    }
+    let s = remote.socket ?? -1
+    guard s != polledSocket || remote.generation != polledGeneration else { return }
+    // A closed socket left the set by itself; its number may be the new one's.
     if polledSocket >= 0 { _ = ordo_epoll_ctl(fd, ORDO_EPOLL_CTL_DEL, polledSocket, 0) }
-    _ = ordo_epoll_ctl(fd, ORDO_EPOLL_CTL_ADD, s, ORDO_EPOLLIN)
+    if s >= 0 { _ = ordo_epoll_ctl(fd, ORDO_EPOLL_CTL_ADD, s, ORDO_EPOLLIN) }
     polledSocket = s
+    polledGeneration = remote.generation
   }
 
   /// Closes the connection and ends every contract (ordo_client_free).
@@ -112,6 +126,7 @@ final class CClient {
     endAll()
     close(fd)
     close(wakefd)
+    close(retryfd)
   }
 
   // MARK: Calls
@@ -152,16 +167,17 @@ final class CClient {
   /// Waits up to `timeoutMs` for signals and delivers them.
   func dispatch(timeoutMs: Int32) throws(OrdoError) {
     guard !dispatching else { throw invalid("ordo_client_dispatch from a callback of the same client") }
+    var drained: UInt64 = 0
     if woken {
       woken = false
-      var drained: UInt64 = 0
       _ = withUnsafeMutablePointer(to: &drained) { read(wakefd, $0, 8) }
     }
+    _ = withUnsafeMutablePointer(to: &drained) { read(retryfd, $0, 8) }
     dispatching = true
     let open = remote.process(timeoutMs: timeoutMs < 0 ? -1 : timeoutMs)
     dispatching = false
     followSocket()
-    guard open else { throw OrdoError(.dbus, "the connection to the D-Bus daemon is closed") }
+    guard open else { throw OrdoError(.dbus, "the connection to the service is closed (lost, and not opened again)") }
   }
 
   // MARK: Contracts
@@ -438,6 +454,15 @@ public func ordo_client_set_owner_change(_ client: OpaquePointer?, _ callback: o
 public func ordo_client_set_reconnect(_ client: OpaquePointer?, _ reconnect: Bool) -> ordo_status {
   guarded { () throws(OrdoError) in
     try CClient.from(client).remote.reconnect = reconnect
+  }
+}
+
+@c @implementation
+public func ordo_client_set_reconnect_timeout(_ client: OpaquePointer?, _ timeout_ms: Int32) -> ordo_status {
+  guarded { () throws(OrdoError) in
+    let c = try CClient.from(client)
+    guard timeout_ms >= 0 else { throw OrdoError(.invalidArgument, "reconnect timeout \(timeout_ms) ms: give 0 (forever) or more") }
+    c.remote.reconnectTimeoutMs = timeout_ms
   }
 }
 

@@ -211,11 +211,31 @@ public enum RemoteField: Sendable, Hashable, CustomStringConvertible {
 /// of, delivered as one ``RemoteNotification/Kind/changes`` notification
 /// (none when nothing changed); another epoch, a full `Snapshot`, delivered
 /// as one ``RemoteNotification/Kind/snapshot``. `Notify`s that catch-up
-/// covers are not delivered: each change is delivered once. Turn it off
-/// with ``reconnect``. A lost connection to the bus daemon is not made
-/// again: ``process(timeoutMs:)`` returns false.
+/// covers are not delivered: each change is delivered once. A lost
+/// connection (the bus daemon gone, or `ordod` restarted behind a direct
+/// connection) is opened again at the same address, by
+/// ``process(timeoutMs:)`` and by any call, for up to
+/// ``reconnectTimeoutMs``; then the contracts come back the same way.
+/// Turn it off with ``reconnect``.
 public final class OrdoClient {
-  let connection: Connection
+  /// The connection now: another one after a lost one was opened again.
+  private(set) var connection: Connection
+  /// Where ``connection`` was opened (the session bus's address read from
+  /// the environment when none was given), to open it there again.
+  private let address: String
+  /// How many times a lost connection was opened again: a reply awaited
+  /// on an earlier connection never comes.
+  package private(set) var generation = 0
+  /// When the connection was found lost (monotonic ms), until it is open again.
+  private var lostAtMs: Int64?
+  /// Whether the next ``process(timeoutMs:)`` tells the program about a
+  /// lost connection (nil owner) and, once it is open again, registers the
+  /// contracts again and tells the new owner.
+  private var toldLost = true
+  private var reopened = false
+  /// Set by ``close()``, or when the connection stayed lost past
+  /// ``reconnectTimeoutMs``: nothing is opened again.
+  private var ended = false
   /// The service's well-known (or unique) name.
   public let destination: String
   /// Reply timeout for calls.
@@ -230,9 +250,15 @@ public final class OrdoClient {
   /// The epoch of the owner the contracts are registered with.
   private var knownEpoch: String?
   /// Whether the contracts are registered again, with a catch-up, when the
-  /// service's name gets a new owner (default true). Off, they are
-  /// forgotten with the owner that held them.
+  /// service's name gets a new owner, and a lost connection is opened
+  /// again (default true). Off, the contracts are forgotten with the owner
+  /// or the connection that held them, and a lost connection stays lost.
   public var reconnect = true
+  /// How long a lost connection is tried again, every 100 ms, before the
+  /// client gives up (``process(timeoutMs:)`` returns false from then on);
+  /// 0: forever. Default 30 000 ms, as `ordoctl watch --reconnect-timeout`
+  /// and the Python client's `reconnect_timeout`.
+  public var reconnectTimeoutMs: Int32 = 30_000
   /// Told when a contract cannot be registered again with the service's
   /// new owner (its name and the error); it stays away until the next
   /// owner.
@@ -249,8 +275,9 @@ public final class OrdoClient {
   private var followingOwner = false
   /// Called from ``process(timeoutMs:)`` when the owner of ``destination``
   /// changes (after the first contract was registered): nil when it left
-  /// the bus, else the new owner's unique name, once the contracts are
-  /// registered again and caught up (see ``reconnect``). Without
+  /// the bus or the connection was lost, else the new owner's unique name
+  /// (over a direct connection opened again: its address), once the
+  /// contracts are registered again and caught up (see ``reconnect``). Without
   /// ``reconnect`` the contracts registered with the old owner are gone
   /// with it (their callbacks are forgotten): register again and catch up
   /// with ``changes(since:patterns:)`` (same ``epoch``) or ``snapshot(_:)``
@@ -271,9 +298,10 @@ public final class OrdoClient {
   public convenience init(address: String? = nil, name: String = ordoDefaultName, timeoutMs: Int32 = 10_000) throws(OrdoRemoteError) {
     try Self.check(name)
     if address == nil, let direct = getenv(ordoAddressVariable).map({ String(cString: $0) }), !direct.isEmpty {
-      self.init(connection: try Connection(direct: direct), name: name, timeoutMs: timeoutMs)
+      self.init(connection: try Connection(direct: direct), address: direct, name: name, timeoutMs: timeoutMs)
     } else {
-      self.init(connection: try Connection(address: address), name: name, timeoutMs: timeoutMs)
+      let at = address ?? getenv("DBUS_SESSION_BUS_ADDRESS").map { String(cString: $0) }
+      self.init(connection: try Connection(address: at), address: at ?? "", name: name, timeoutMs: timeoutMs)
     }
   }
 
@@ -286,13 +314,14 @@ public final class OrdoClient {
   /// - Throws: as ``init(address:name:timeoutMs:)``.
   public convenience init(direct address: String, name: String = ordoDefaultName, timeoutMs: Int32 = 10_000) throws(OrdoRemoteError) {
     try Self.check(name)
-    self.init(connection: try Connection(direct: address), name: name, timeoutMs: timeoutMs)
+    self.init(connection: try Connection(direct: address), address: address, name: name, timeoutMs: timeoutMs)
   }
 
-  private init(connection: Connection, name: String, timeoutMs: Int32) {
+  private init(connection: Connection, address: String, name: String, timeoutMs: Int32) {
     destination = name
     self.timeoutMs = timeoutMs
     self.connection = connection
+    self.address = address
     if connection.direct {
       serviceOwner = Connection.directService
     } else if name.hasPrefix(":") {
@@ -304,12 +333,20 @@ public final class OrdoClient {
     if let problem = busNameProblem(name) { throw OrdoRemoteError(name: DBusErrorName.invalidArgs, message: problem) }
   }
 
-  /// Learns who owns the service's name (`GetNameOwner`) and follows its
-  /// changes (`NameOwnerChanged` from the bus daemon): done once, before
-  /// the first contract is registered.
+  /// Starts following the service, once, before the first contract is
+  /// registered: who owns its name and the epoch of its history.
   private func followOwner() {
-    guard !followingOwner, !destination.hasPrefix(":"), !connection.direct else { return }
+    guard !followingOwner else { return }
     followingOwner = true
+    watchOwner()
+    knownEpoch = try? epoch
+  }
+
+  /// Learns who owns the service's name (`GetNameOwner`) and follows its
+  /// changes (`NameOwnerChanged` from the bus daemon); nothing to follow
+  /// over a direct connection or for a unique name.
+  private func watchOwner() {
+    guard !destination.hasPrefix(":"), !connection.direct else { return }
     try? connection.addMatch(
       "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(destination)'"
     )
@@ -324,14 +361,94 @@ public final class OrdoClient {
     guard let reply = try? connection.call(m, timeoutMs: timeoutMs) else { return }
     var rd = reply.reader()
     if reply.signature == "s", let owner = try? rd.string("owner") { serviceOwner = owner }
-    knownEpoch = try? epoch
   }
 
   deinit { close() }
 
-  /// Closes the connection (the bus removes this client's contracts).
+  /// Closes the connection (the bus removes this client's contracts); it
+  /// is not opened again.
   public func close() {
+    ended = true
     connection.close()
+  }
+
+  /// Whether the connection is lost and being opened again
+  /// (``reconnect``): ``process(timeoutMs:)`` tries, and so does each call.
+  public var isReconnecting: Bool { lostAtMs != nil && !ended }
+
+  // MARK: A lost connection
+
+  /// Notes a lost connection: the contracts went with it (with
+  /// ``reconnect`` they wait to be registered again), and so did the
+  /// replies it awaited and the trace subscription.
+  private func noteLost() {
+    guard lostAtMs == nil, !ended else { return }
+    lostAtMs = Connection.nowMs()
+    // Its socket is freed now, not at the next connection.
+    connection.close(flush: false)
+    let gone = registered.values.sorted { $0.order < $1.order }
+    registered.removeAll()
+    replyHandlers.removeAll()
+    traceCallback = nil
+    if reconnect {
+      for c in gone { c.path = nil }
+      away += gone
+    } else {
+      ended = true
+    }
+    // Told only when the service was there: one that left was told already.
+    toldLost = !followingOwner || serviceOwner == nil
+    if !destination.hasPrefix(":") { serviceOwner = nil }
+    reopened = false
+  }
+
+  /// Opens the lost connection again at its address (without a `guid=`: a
+  /// bus daemon or a service started again there has a new one). The
+  /// contracts are registered again by the next ``process(timeoutMs:)``.
+  private func reopen() -> Bool {
+    guard lostAtMs != nil, !ended else { return false }
+    let again = addressWithoutGUID(address)
+    let c: Connection
+    do {
+      c = connection.direct ? try Connection(direct: again) : try Connection(address: again)
+    } catch {
+      if reconnectTimeoutMs > 0, let t = lostAtMs, Connection.nowMs() - t >= Int64(reconnectTimeoutMs) { ended = true }
+      return false
+    }
+    connection = c
+    generation += 1
+    lostAtMs = nil
+    if c.direct { serviceOwner = Connection.directService }
+    if followingOwner { watchOwner() }
+    reopened = true
+    return true
+  }
+
+  /// Tells the program about a lost connection and, once it is open
+  /// again, registers the contracts again with the service (if it is there
+  /// yet; else its `NameOwnerChanged` does) and tells the new owner.
+  /// Returns whether it told anything.
+  private func resume() -> Bool {
+    var told = false
+    if !toldLost {
+      toldLost = true
+      if let cb = onOwnerChange {
+        cb(nil)
+        told = true
+      }
+    }
+    guard reopened else { return told }
+    reopened = false
+    guard followingOwner, let owner = serviceOwner else { return told }
+    if !away.isEmpty {
+      registerAgain()
+      told = true
+    }
+    if let cb = onOwnerChange {
+      cb(connection.direct ? address : owner)
+      told = true
+    }
+    return told
   }
 
   /// This connection's unique name.
@@ -347,6 +464,17 @@ public final class OrdoClient {
     w.checked = true
     build(&w)
     if let problem = w.problem { throw OrdoRemoteError(name: DBusErrorName.invalidArgs, message: "\(member): \(problem)") }
+    if connection.isConnected {
+      // The service may have gone since the last call (a direct
+      // connection closed), which only a read tells; a call sent there
+      // would fail.
+      _ = connection.readWrite(timeoutMs: 0)
+    }
+    if !connection.isConnected {
+      // One attempt, without waiting: the contracts come back in process().
+      noteLost()
+      _ = reopen()
+    }
     let reply = try connection.call(m, timeoutMs: timeoutMs)
     if followingOwner, serviceOwner == nil, let s = reply.sender { serviceOwner = s }
     return reply
@@ -798,22 +926,35 @@ public final class OrdoClient {
   }
 
   /// Waits up to `timeoutMs` (-1: forever) for incoming signals and calls
-  /// the callbacks of the `Notify` signals received. Returns false once the
-  /// connection is closed.
+  /// the callbacks of the `Notify` signals received. A lost connection is
+  /// opened again meanwhile (``reconnect``): the contracts are registered
+  /// again and caught up, and ``onOwnerChange`` is told. Returns false once
+  /// the client is closed, or the connection is lost for good (without
+  /// ``reconnect``, or past ``reconnectTimeoutMs``).
   @discardableResult
   public func process(timeoutMs: Int32) -> Bool {
-    guard !connection.closed else { return false }
-    var delivered = deliver()
-    if delivered { return true }
     let deadline = timeoutMs < 0 ? Int64.max : Connection.nowMs() + Int64(timeoutMs)
-    while !delivered {
-      guard connection.isConnected else { return false }
+    while true {
+      if !connection.isConnected { noteLost() }
+      if resume() { return true }
+      if ended { return false }
+      if lostAtMs != nil {
+        if reopen() { continue }
+        if ended { return false }
+        let now = Connection.nowMs()
+        if now >= deadline { return true }
+        usleep(UInt32(min(100, deadline - now)) * 1000)
+        continue
+      }
+      if deliver() { break }
       let left = deadline == Int64.max ? -1 : Int32(clamping: max(0, deadline - Connection.nowMs()))
-      if !connection.readWrite(timeoutMs: left) { return false }
-      delivered = deliver()
-      if !delivered && left == 0 { break }
+      _ = connection.readWrite(timeoutMs: left)
+      if deliver() || (left == 0 && connection.isConnected) { break }
     }
-    return connection.isConnected
+    // A loss found by the last read (after the signals read with it) is
+    // noted now: ``isReconnecting`` tells the program's loop to come back.
+    if !connection.isConnected { noteLost() }
+    return true
   }
 
   func deliver() -> Bool {

@@ -25,6 +25,17 @@ package func busNameProblem(_ name: String) -> String? {
 /// to a service's listening socket, or accepted by one (a peer-to-peer
 /// connection: no bus daemon, no unique name, no destinations). Its
 /// failures are ``OrdoRemoteError``s: the D-Bus error name and its message.
+/// `address` without its `guid=` keys (in each `;`-separated address): a
+/// bus daemon or a listening service started again at the same place has
+/// a new guid, which the old one's guid would refuse.
+package func addressWithoutGUID(_ address: String) -> String {
+  address.split(separator: ";", omittingEmptySubsequences: false).map { one in
+    guard let colon = one.firstIndex(of: ":") else { return String(one) }
+    let keys = one[one.index(after: colon)...].split(separator: ",").filter { !$0.hasPrefix("guid=") }
+    return String(one[...colon]) + keys.joined(separator: ",")
+  }.joined(separator: ";")
+}
+
 final class Connection {
   /// The libdbus connection: handed to libdbus only by this type and by
   /// ``Link``, which installs its main-loop hooks on it.

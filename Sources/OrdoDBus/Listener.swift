@@ -82,9 +82,7 @@ final class Listener {
     self.path = path
     if let a = dbus_server_get_address(s) {
       // Without the server's guid, the address stays valid across restarts.
-      self.address = String(cString: a).split(separator: ";").map { entry in
-        entry.split(separator: ",").filter { !$0.hasPrefix("guid=") }.joined(separator: ",")
-      }.joined(separator: ";")
+      self.address = addressWithoutGUID(String(cString: a))
       free(a)
     } else {
       self.address = address

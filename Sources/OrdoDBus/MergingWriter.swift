@@ -99,7 +99,9 @@ public final class MergingWriter {
 
   private var states: [MergedWriteState] = []
   private var queue: [Batch] = []
-  private var inFlight: (batch: Int, serial: UInt32, sentMs: Int64)?
+  /// The `Commit` in flight: its batch, serial, when it was sent and on
+  /// which of the client's connections (``OrdoClient/generation``).
+  private var inFlight: (batch: Int, serial: UInt32, sentMs: Int64, generation: Int)?
   private var unreported: OrdoRemoteError?
   private var handling = false
 
@@ -242,6 +244,13 @@ public final class MergingWriter {
   }
 
   private func checkTimeoutAndConnection() {
+    if let f = inFlight, f.generation != client.generation {
+      // Sent on a connection that was lost and opened again: no reply comes.
+      inFlight = nil
+      finish(
+        f.batch,
+        .failure(Self.error(DBusErrorName.dbus, "the connection to the bus was lost before the Commit was answered (its writes may or may not have been committed)")))
+    }
     if !client.isConnected {
       let e = Self.error(DBusErrorName.dbus, "the connection to the bus closed before the Commit was answered")
       if let f = inFlight {
@@ -286,7 +295,7 @@ public final class MergingWriter {
         continue
       }
       commitsSent += 1
-      inFlight = (b.number, serial, Connection.nowMs())
+      inFlight = (b.number, serial, Connection.nowMs(), client.generation)
       let number = b.number
       client.replyHandlers[serial] = { [weak self] reply in self?.answered(number, reply) }
       client.connection.flush()

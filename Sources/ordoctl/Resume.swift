@@ -241,16 +241,6 @@ final class ResumingWatch {
   /// Whether the connection was lost once (later connections drop the guid).
   private var reconnecting = false
 
-  /// `address` without its `guid=` keys (each `;`-separated address).
-  static func withoutGUID(_ address: String?) -> String? {
-    guard let address else { return nil }
-    return address.split(separator: ";", omittingEmptySubsequences: false).map { one in
-      guard let colon = one.firstIndex(of: ":") else { return String(one) }
-      let keys = one[one.index(after: colon)...].split(separator: ",").filter { !$0.hasPrefix("guid=") }
-      return String(one[...colon]) + keys.joined(separator: ",")
-    }.joined(separator: ";")
-  }
-
   /// The service left or another process took its name: its contract is
   /// gone; register again and catch up.
   private func ownerChanged(_ owner: String?) {
@@ -267,7 +257,7 @@ final class ResumingWatch {
       // address is a new one, with a new guid, so a guid in the address
       // would refuse it.
       let implicit = o.direct || getenv(ordoAddressVariable) != nil ? nil : getenv("DBUS_SESSION_BUS_ADDRESS").map { String(cString: $0) }
-      let again = reconnecting ? Self.withoutGUID(o.address ?? implicit) : o.address
+      let again = reconnecting ? (o.address ?? implicit).map(addressWithoutGUID) : o.address
       let c = try connect(address: again, direct: o.direct, service: o.service, timeoutMs: o.timeoutMs)
       c.reconnect = false
       c.onOwnerChange = { [unowned self] owner in self.ownerChanged(owner) }

@@ -141,6 +141,10 @@ DAEMON_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Con
 """
 
 
+#: A bus daemon at a fixed socket path, so that it can come back at the same address.
+FIXED_SOCKET_CONFIG = DAEMON_CONFIG.replace("<listen>unix:dir={dir}</listen>", "<listen>unix:path={dir}/bus</listen>")
+
+
 class Env:
     """A private dbus-daemon and an ordod serving on it."""
 
@@ -154,10 +158,7 @@ class Env:
         conf = os.path.join(self.dir, "bus.conf")
         with open(conf, "w") as f:
             f.write(config.format(dir=self.dir, max_outgoing=max_outgoing))
-        self.daemon = spawn(
-            ["dbus-daemon", "--config-file=" + conf, "--nofork", "--nopidfile", "--print-address=1"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        self.address = read_line(self.daemon.stdout, 10, "the dbus-daemon address")
+        self._start_daemon()
         self.log_path = os.path.join(self.dir, "ordod.log")
         self.ordod = None
         #: the first ordod's direct address (ORDO_TEST_TRANSPORT=direct)
@@ -165,6 +166,30 @@ class Env:
         self.peers = []
         if start_ordod:
             self.start_ordod(ordod_args)
+
+    def _start_daemon(self):
+        conf = os.path.join(self.dir, "bus.conf")
+        self.daemon = spawn(
+            ["dbus-daemon", "--config-file=" + conf, "--nofork", "--nopidfile", "--print-address=1"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.address = read_line(self.daemon.stdout, 10, "the dbus-daemon address")
+
+    def restart_daemon(self):
+        """Stops the bus daemon (ordod exits with status 1: its bus is gone)
+        and starts another with the same configuration: with a fixed socket
+        path (FIXED_SOCKET_CONFIG) at the same address, with a new guid.
+        The peers are closed; start ordod again."""
+        for p in self.peers:
+            p.close()
+        self.peers = []
+        old = self.address
+        assert stop(self.daemon) == 0
+        if self.ordod is not None:
+            assert self.ordod.wait(10) == 1
+            self.ordod = None
+        self._start_daemon()
+        assert self.address.split(",guid=")[0] == old.split(",guid=")[0], (old, self.address)
+        assert self.address != old
 
     def start_ordod(self, args=(), name=None):
         log = open(self.log_path, "ab")

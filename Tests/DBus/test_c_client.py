@@ -13,10 +13,11 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import ORDOD, ROOT, Env, read_line, spawn, stop  # noqa: E402
+from harness import FIXED_SOCKET_CONFIG, ORDOD, ROOT, Env, read_line, spawn, stop  # noqa: E402
 
 LIB_DIR = os.environ.get("ORDO_LIB_DIR", os.path.dirname(ORDOD))
 VALGRIND = ["valgrind", "-q", "--error-exitcode=1", "--leak-check=full",
@@ -116,23 +117,31 @@ class CClientDirectTest(unittest.TestCase):
 class CClientRestartTest(unittest.TestCase):
     """The C client across an ordod killed with SIGKILL and restarted: its
     contract is registered again by itself and caught up, each change
-    printed once (same state: Changes; no state: a new epoch, Snapshot)."""
+    printed once (same state: Changes; no state: a new epoch, Snapshot).
+    Through the bus daemon the client sees the name's owner change; over a
+    direct connection (ordod --listen) it sees the connection close and
+    opens it again at the same address while ordod is away."""
 
-    def follow_across_a_restart(self, state):
+    def follow_across_a_restart(self, state, direct=False):
         env = Env(start_ordod=False)
         self.addCleanup(env.close)
-        args = ["--state", os.path.join(env.dir, "state.db")] if state else []
+        socket = "unix:path=" + os.path.join(env.dir, "direct")
+        args = (["--state", os.path.join(env.dir, "state.db")] if state else []) + \
+            (["--listen", socket] if direct else [])
         env.start_ordod(args)
         exe = os.path.join(env.dir, "follow")
         build(self, os.path.join(ROOT, "examples", "c-client", "follow.c"), exe)
         peer = env.peer()
         t1 = peer.commit({"playlist.title": ("s", "Road trip"), "playlist.total": ("x", 300)})
-        p = spawn([exe, env.address], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p = spawn([exe, "--direct", socket] if direct else [exe, env.address],
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.addCleanup(stop, p, signal.SIGKILL)
         self.assertEqual(read_line(p.stdout, 20, "follow's first line"), f"txn {t1}: Road trip, 300 s")
         peer.close()
         stop(env.ordod, signal.SIGKILL)
         env.ordod = None
+        if direct:
+            time.sleep(0.5)  # the client tries the socket meanwhile, every 100 ms
         env.ordod = env.start_ordod(args)
         peer = env.peer()
         t2 = peer.commit({"playlist.total": ("x", 518)})
@@ -154,6 +163,35 @@ class CClientRestartTest(unittest.TestCase):
 
     def test_new_epoch(self):
         self.follow_across_a_restart(state=False)
+
+    def test_bus_daemon_restarted(self):
+        """The bus daemon goes (and ordod with it) and comes back at the
+        same socket: follow opens its connection again (without the old
+        guid), registers again and catches up."""
+        env = Env(config=FIXED_SOCKET_CONFIG, start_ordod=False)
+        self.addCleanup(env.close)
+        args = ["--state", os.path.join(env.dir, "state.db")]
+        env.start_ordod(args)
+        exe = os.path.join(env.dir, "follow")
+        build(self, os.path.join(ROOT, "examples", "c-client", "follow.c"), exe)
+        t1 = env.peer().commit({"playlist.title": ("s", "Road trip"), "playlist.total": ("x", 300)})
+        p = spawn([exe, env.address], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(stop, p, signal.SIGKILL)
+        self.assertEqual(read_line(p.stdout, 20, "follow's first line"), f"txn {t1}: Road trip, 300 s")
+        env.restart_daemon()
+        time.sleep(0.3)  # the client tries the bus meanwhile, every 100 ms
+        env.start_ordod(args)
+        t2 = env.peer().commit({"playlist.total": ("x", 518)})
+        line = read_line(p.stdout, 30, "follow's line after the bus came back")
+        self.assertIn(line, [f"txn {t2}: Road trip, 518 s", f"txn {t2}: Road trip, 518 s (caught up)"])
+        self.assertEqual(stop(p, signal.SIGTERM), 0)
+        self.assertEqual(p.stdout.read(), b"")
+
+    def test_same_state_direct(self):
+        self.follow_across_a_restart(state=True, direct=True)
+
+    def test_new_epoch_direct(self):
+        self.follow_across_a_restart(state=False, direct=True)
 
 
 class MultiProcessApp(unittest.TestCase):

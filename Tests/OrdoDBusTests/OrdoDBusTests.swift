@@ -486,16 +486,19 @@ func runService(_ service: DBusService) -> () -> Void {
   client.close()
 }
 
-/// `ordod` (beside the test binary) serving on `address`; returns its pid
-/// once it printed its ready line.
-func startOrdod(_ address: String, _ args: [String] = []) throws -> pid_t {
+/// `ordod` (beside the test binary) serving on the bus daemon at
+/// `address`, or with `direct` only on its socket there (`--no-bus
+/// --listen`); returns its pid once it printed its ready line.
+func startOrdod(_ address: String, _ args: [String] = [], direct: Bool = false) throws -> pid_t {
   var exe = [CChar](repeating: 0, count: 4096)
   let n = readlink("/proc/self/exe", &exe, exe.count - 1)
   try #require(n > 0)
   let me = String(decoding: exe[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
   let ordod = String(me[..<me.lastIndex(of: "/")!]) + "/ordod"
-  let (line, pid) = try spawnReadingLine([ordod, "--address", address] + args)
-  try #require(line == "DBUS_SESSION_BUS_ADDRESS=" + address, "ordod printed \(line)")
+  let serve = direct ? ["--no-bus", "--listen", address] : ["--address", address]
+  let (line, pid) = try spawnReadingLine([ordod] + serve + args)
+  let ready = (direct ? "ORDO_ADDRESS=" : "DBUS_SESSION_BUS_ADDRESS=") + address
+  try #require(line == ready, "ordod printed \(line)")
   return pid
 }
 
@@ -508,20 +511,30 @@ func killAndReap(_ pid: pid_t) {
 /// OrdoClient across `ordod` killed (kill -9) and started again: with the
 /// same state (same epoch: a `changes` catch-up of what it missed), then
 /// without (another epoch: a `snapshot`). Every change is delivered once;
-/// a writer registers again and is called initially.
-@Test func clientSurvivesOrdodRestarts() throws {
+/// a writer registers again and is called initially. Through the bus
+/// daemon the client sees the name's owner change; over a direct
+/// connection it sees the connection close and opens it again.
+@Test(arguments: [false, true]) func clientSurvivesOrdodRestarts(direct: Bool) throws {
   let daemon = try PrivateDaemon()
   defer { daemon.stop() }
   var template = Array("/tmp/ordo-client-restart-XXXXXX".utf8CString)
   let dir = try #require(mkdtemp(&template).map { String(cString: $0) })
-  // The state and the files SQLite and ordod's commit log keep beside it.
-  defer { for f in ["/state.db", "/state.db-wal", "/state.db-shm", "/state.db-journal", "/state.db-log", ""] { _ = f.isEmpty ? rmdir(dir) : unlink(dir + f) } }
+  // The state, the files SQLite and ordod's commit log keep beside it, the socket.
+  defer {
+    for f in ["/state.db", "/state.db-wal", "/state.db-shm", "/state.db-journal", "/state.db-log", "/bus", ""] {
+      _ = f.isEmpty ? rmdir(dir) : unlink(dir + f)
+    }
+  }
   let state = ["--state", dir + "/state.db"]
-  var ordod = try startOrdod(daemon.address, state)
+  let address = direct ? "unix:path=\(dir)/bus" : daemon.address
+  func connect() throws -> OrdoClient {
+    direct ? try OrdoClient(direct: address, timeoutMs: 5000) : try OrdoClient(address: address, timeoutMs: 5000)
+  }
+  var ordod = try startOrdod(address, state, direct: direct)
   defer { killAndReap(ordod) }
-  let client = try OrdoClient(address: daemon.address, timeoutMs: 5000)
+  let client = try connect()
   defer { client.close() }
-  let committer = try OrdoClient(address: daemon.address, timeoutMs: 5000)
+  let committer = try connect()
   defer { committer.close() }
   var notes: [RemoteNotification] = []
   try client.register(name: "view", reads: ["doc.*"]) { notes.append($0) }
@@ -545,7 +558,7 @@ func killAndReap(_ pid: pid_t) {
   processUntil { notes.count == 3 }
   #expect(try committer.commit(set: [("doc.k4", .int64(4))]) == 4)
   killAndReap(ordod)
-  ordod = try startOrdod(daemon.address, state)
+  ordod = try startOrdod(address, state, direct: direct)
   // Committed while the client's contracts are away (it is not processing).
   #expect(try committer.commit(set: [("doc.k5", .int64(5))]) == 5)
   #expect(try committer.commit(set: [("doc.k6", .int64(6))]) == 6)
@@ -567,7 +580,7 @@ func killAndReap(_ pid: pid_t) {
 
   // Without state: another epoch, a snapshot of the new (empty) bus.
   killAndReap(ordod)
-  ordod = try startOrdod(daemon.address)
+  ordod = try startOrdod(address, direct: direct)
   processUntil { notes.last?.kind == .snapshot && writerCalls.count == 2 }
   let snap = try #require(notes.last)
   #expect(snap.kind == .snapshot && snap.values.isEmpty && snap.changed.isEmpty)
