@@ -78,9 +78,10 @@ extension Bus {
   /// whose sets belong to `owner` from here to the commit that closes this
   /// `begin`: the values they store are removed, in one transaction, when
   /// the owner is released. A later plain write of such a keypath (by
-  /// anyone) ends its ownership, and an owned write by another owner hands
-  /// it over. `touch`, `remove` and `removeTree` store nothing: they only
-  /// end ownership like any plain write.
+  /// anyone, a callback's included) ends its ownership, and an owned write
+  /// by another owner hands it over; within one transaction the keypath's
+  /// last write decides. `remove` and `removeTree` store nothing: they end
+  /// ownership like any plain write; `touch` leaves it as it is.
   ///
   /// - Throws: ``OrdoError/Code/invalidArgument`` for an owner of another
   ///   bus or one already released, and inside a callback (a callback's
