@@ -78,9 +78,10 @@ extension Bus {
   /// whose sets belong to `owner` from here to the commit that closes this
   /// `begin`: the values they store are removed, in one transaction, when
   /// the owner is released. A later plain write of such a keypath (by
-  /// anyone) ends its ownership, and an owned write by another owner hands
-  /// it over. `touch`, `remove` and `removeTree` store nothing: they only
-  /// end ownership like any plain write.
+  /// anyone, a callback's included) ends its ownership, and an owned write
+  /// by another owner hands it over; within one transaction the keypath's
+  /// last write decides. `remove` and `removeTree` store nothing: they end
+  /// ownership like any plain write; `touch` leaves it as it is.
   ///
   /// - Throws: ``OrdoError/Code/invalidArgument`` for an owner of another
   ///   bus or one already released, and inside a callback (a callback's
@@ -132,19 +133,43 @@ extension Bus {
   /// Releases an owner: its values are removed in one transaction with a
   /// normal pass — the calling thread's open transaction if it has one,
   /// at the end of the running pass from a callback, else a transaction of
-  /// their own. When a persistence layer refuses that transaction the
-  /// values stay, no longer owned.
-  func releaseOwner(_ id: UInt64) {
+  /// their own.
+  ///
+  /// When a persistence layer refuses that transaction of their own, the
+  /// refusal goes to the failure handler (``onFailure(_:)``, or standard
+  /// error), as a ``ContractFailure`` with contract 0 (no contract), the
+  /// name `owner "NAME"` and transaction 0; the values stay, and stay
+  /// owned — the layer still stores them so — by the bus's placeholder
+  /// owner ``Ownership/restoredOwner``: a plain write ends that ownership
+  /// as any other, and the next restart removes them. (The values of an
+  /// owner released in a transaction that is rolled back or refused go to
+  /// the placeholder too, and that transaction's caller learns why.) They
+  /// are not removed again at once: while the disk refuses, each retry
+  /// would be refused too.
+  func releaseOwner(_ id: UInt64, name: String) {
     let inPass = withGate { gate.isOwner && gate.inPass }
     if inPass {
-      atEndOfPass { [link] in link.bus?.releaseOwner(id) }
+      atEndOfPass { [link] in link.bus?.releaseOwner(id, name: name) }
       return
     }
+    do throws(OrdoError) { try removeOwnedValues(of: id) } catch {
+      withGate {
+        passes.report(ContractFailure(
+          contract: 0, name: "owner \"\(name)\"", transaction: 0,
+          message: "its values were not removed: \(error.message); they stay, owned by \"\(Ownership.restoredOwnerName)\""))
+      }
+    }
+  }
+
+  /// Releases owner `id` and removes its values in one transaction: the
+  /// calling thread's open one if it has one, else one of their own, whose
+  /// refusal this throws. Not from a callback.
+  private func removeOwnedValues(of id: UInt64) throws(OrdoError) {
     begin()
     withGate {
       for n in store.ownership.release(id) { apply(.node(n.ref), .remove, gate.writeAccess) }
     }
-    _ = try? commit()
+    try commit()
   }
 }
 
@@ -191,7 +216,7 @@ public final class Owner: Sendable {
   /// second call does nothing.
   public func release() {
     guard !released.exchange(true, ordering: .acquiringAndReleasing) else { return }
-    link.bus?.releaseOwner(id)
+    link.bus?.releaseOwner(id, name: name)
   }
 
   deinit { release() }
@@ -206,7 +231,9 @@ extension Bus {
     let id = withGate { store.ownership.restoredOwner }
     guard id != 0 else { return 0 }
     let before = withGate { store.lastTransaction }
-    releaseOwner(id)
+    // A refusal is the persistence layer's own: it knows, and nothing is
+    // reported.
+    try? removeOwnedValues(of: id)
     return withGate { store.lastTransaction == before ? 0 : store.lastTransaction }
   }
 }

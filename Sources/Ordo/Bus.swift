@@ -332,18 +332,30 @@ public final class Bus: @unchecked Sendable {
     apply(t, op, access)
   }
 
-  /// Applies a checked write and, inside a pass, schedules what it affects.
-  /// Lock held.
+  /// Applies a checked write and, inside a pass, schedules what it affects;
+  /// notes the sets that ownership needs (``Ownership``). Lock held.
   @inline(__always)
   func apply(_ t: Target, _ op: WriteOp, _ access: WriteAccess) {
     let n = store.node(t)
     guard case .contract(let c) = access else {
       _ = store.apply(n, op)
-      if case .owned(let owner) = access, case .set = op { store.ownership.wrote(n.node, owner) }
+      if case .owned(let owner) = access {
+        if case .set = op { store.ownership.wrote(n.node, owner) }
+      } else if store.ownership.isNoting {
+        notePlain(n, op)
+      }
       return
     }
     // A callback runs in a pass.
     if let r = passes.recorder { r.wrote(n.with { $0.key }) }
     if store.apply(n, op) { passes.scheduleReaders(of: n, after: c) }
+    if store.ownership.isNoting { notePlain(n, op) }
+  }
+
+  /// Notes a plain write while the transaction notes them
+  /// (``Ownership/isNoting``): a set, which may end an ownership settled
+  /// later; a removal ends it by the value it removes.
+  private func notePlain(_ n: NodeRef, _ op: WriteOp) {
+    if case .set = op { store.ownership.wrote(n.node, Ownership.plain) }
   }
 }

@@ -3,12 +3,21 @@
 /// keypath, the removal of their value, or the owner's release, which
 /// removes them all in one transaction.
 ///
-/// A part of the ``Store``, guarded by the bus's lock. It costs a plain
-/// transaction one test at its end (``isEmpty``): the writes of an owned
-/// transaction are noted as they are made (``wrote(_:_:)``), and the end of
-/// a transaction that stays (committed, or changing nothing) settles who
-/// owns what from the journal (``settle(_:)``); a rolled-back or refused
-/// transaction only forgets what it noted.
+/// A part of the ``Store``, guarded by the bus's lock. Ownership changes
+/// only when a transaction ends, and the last write of a keypath in the
+/// transaction decides it: the transaction notes, in order, its owned sets
+/// (``wrote(_:_:)``), and — once it has noted one — its plain sets too
+/// (``isNoting``), so that a plain set made after an owned one (a
+/// callback's in the pass, or a set after the owned scope's commit) ends
+/// the ownership; a release notes its values as pending removal. The end
+/// of a transaction that stays (committed, or changing nothing) settles
+/// who owns what from the journal and the notes (``settle(_:)``); a
+/// rolled-back or refused transaction forgets its notes
+/// (``forget()``), and the values of an owner released in it, which it
+/// did not remove, go to ``restoredOwner``.
+///
+/// What a plain transaction pays: one test per write that reaches the
+/// store (``isNoting``), and one at its end (``isEmpty``).
 ///
 /// Guarded by the bus's lock, so exclusivity is unchecked: every commit
 /// reads its fields (as it reads ``Journal/conflict`` and the gate's owned
@@ -42,12 +51,27 @@ final class Ownership {
   /// The live owners' names, by id.
   private var names: [UInt64: String] = [:]
   private var lastID: UInt64 = 0
-  /// The owned sets of the running transaction, in the order made.
+  /// The running transaction's notes, in the order made: its owned sets
+  /// (the owner's id), plain sets made after the first note (``plain``),
+  /// and the values of the owners it released (``pendingRemoval``).
   @exclusivity(unchecked) private var noted: [(node: KeyNode, owner: UInt64)] = []
 
-  /// Whether no value is owned and the running transaction noted no owned
-  /// write: then the end of a transaction has nothing to settle.
+  /// The owner of a noted plain set: none (owner ids start at 1).
+  static let plain: UInt64 = 0
+  /// The owner of a noted value whose owner the transaction released: none
+  /// once the transaction stays (it removed the value); ``restoredOwner``
+  /// when it does not (``forget()``).
+  private static let pendingRemoval: UInt64 = .max
+
+  /// Whether no value is owned and the running transaction noted nothing:
+  /// then the end of a transaction has nothing to settle.
   var isEmpty: Bool { ownerOf.isEmpty && noted.isEmpty }
+
+  /// Whether the running transaction notes its plain sets: it has noted an
+  /// owned set or a release, which a later plain set of the same keypath
+  /// must undo.
+  @inline(__always)
+  var isNoting: Bool { !noted.isEmpty }
 
   /// The number of owned values (statistics).
   var count: Int { ownerOf.count }
@@ -62,14 +86,15 @@ final class Ownership {
   /// Whether `owner` is live (added, not released).
   func isLive(_ owner: UInt64) -> Bool { names[owner] != nil }
 
-  /// Notes a set made inside a `begin(owner:)`.
+  /// Notes a set of `node`: by `owner`, inside a `begin(owner:)`, or
+  /// ``plain`` (while ``isNoting``).
   func wrote(_ node: KeyNode, _ owner: UInt64) { noted.append((node, owner)) }
 
-  /// Settles the end of a transaction that stays: a value removed, or set
-  /// or removed by a plain write, is no longer owned; a value set by an
-  /// owned write and still held belongs to its owner. (A keypath set owned
-  /// and then written by a callback of the same pass stays owned: the
-  /// journal does not tell who wrote it last.)
+  /// Settles the end of a transaction that stays. A value set or removed
+  /// in it, or removed by a `removeTree`, is no longer owned, unless its
+  /// keypath's last set in the transaction is an owned one by a live owner
+  /// and the value is still held: then it belongs to that owner. (A
+  /// `touch` changes no ownership.)
   func settle(_ journal: Journal) {
     if !ownerOf.isEmpty {
       for i in 0..<journal.count {
@@ -77,7 +102,13 @@ final class Ownership {
         r.node.with { n in if r.ownValue || !n.hasValue { drop(n) } }
       }
     }
-    for (n, owner) in noted where n.hasValue && names[owner] != nil && ownerOf[ObjectIdentifier(n)] != owner {
+    // In order: each note undoes the ones before it for its keypath.
+    for (n, owner) in noted {
+      guard n.hasValue && names[owner] != nil else {
+        drop(n)
+        continue
+      }
+      if ownerOf[ObjectIdentifier(n)] == owner { continue }
       drop(n)
       ownerOf[ObjectIdentifier(n)] = owner
       values[owner, default: OwnedList()].add(n)
@@ -85,9 +116,14 @@ final class Ownership {
     noted.removeAll()
   }
 
-  /// Forgets the owned writes of a transaction that does not stay.
+  /// Forgets the notes of a transaction that does not stay. The values of
+  /// owners it released are not removed, and their owners are gone: they
+  /// go to ``restoredOwner``.
   func forget() {
-    if !noted.isEmpty { noted.removeAll() }
+    guard !noted.isEmpty else { return }
+    let kept = noted.compactMap { $0.owner == Ownership.pendingRemoval && $0.node.hasValue ? $0.node : nil }
+    noted.removeAll()
+    if !kept.isEmpty { adopt(kept) }
   }
 
   private func drop(_ n: KeyNode) {
@@ -97,12 +133,15 @@ final class Ownership {
   }
 
   /// Releases `owner`: it owns nothing more, and its values are returned,
-  /// in the order it took them, for the transaction that removes them.
+  /// in the order it took them, for the running transaction to remove
+  /// them. They are noted as pending removal (see ``forget()``).
   func release(_ owner: UInt64) -> [KeyNode] {
     names[owner] = nil
     guard let held = values.removeValue(forKey: owner) else { return [] }
     for id in held.index.keys { ownerOf[id] = nil }
-    return held.live
+    let live = held.live
+    for n in live { noted.append((n, Ownership.pendingRemoval)) }
+    return live
   }
 
   /// The owned values whose keypaths `matches` accepts, with their owners'
@@ -123,30 +162,40 @@ final class Ownership {
   /// transaction settles (``settle(_:)``), by record index: for a
   /// persistence layer, before the commit.
   func after(_ journal: Journal) -> (Int) -> Bool {
-    var byNoted: Set<ObjectIdentifier> = []
-    for (n, owner) in noted where names[owner] != nil { byNoted.insert(ObjectIdentifier(n)) }
-    return { [ownerOf] i in
+    // The last note of each keypath decides, as in settle.
+    var lastNote: [ObjectIdentifier: UInt64] = [:]
+    for (n, owner) in noted { lastNote[ObjectIdentifier(n)] = owner }
+    return { [ownerOf, names] i in
       let r = journal[i]
       return r.node.with { n in
         guard n.hasValue else { return false }
-        if byNoted.contains(ObjectIdentifier(n)) { return true }
+        if let owner = lastNote[ObjectIdentifier(n)] { return names[owner] != nil }
         return !r.ownValue && ownerOf[ObjectIdentifier(n)] != nil
       }
     }
   }
 
   /// The id of the owner that holds the values a persistence layer
-  /// restored as owned whose owners are not live (0: none).
+  /// restored as owned whose owners are not live, and the values of owners
+  /// released in a transaction that did not stay (0: none).
   private(set) var restoredOwner: UInt64 = 0
+  /// ``restoredOwner``'s name.
+  static let restoredOwnerName = "(before the restart)"
 
   /// Takes the ownership a restore brought back: values no longer held are
   /// no longer owned, and restored owned values that no live owner holds
   /// belong to one owner, ``restoredOwner``, whose release removes them.
   func restored(_ owned: [KeyNode]) {
     for n in values.values.flatMap(\.live) where !n.hasValue { drop(n) }
+    adopt(owned)
+  }
+
+  /// Gives the values of `owned` (held values) that no owner holds to
+  /// ``restoredOwner``, made when there is none.
+  private func adopt(_ owned: [KeyNode]) {
     let orphans = owned.filter { ownerOf[ObjectIdentifier($0)] == nil }
     guard !orphans.isEmpty else { return }
-    if restoredOwner == 0 || names[restoredOwner] == nil { restoredOwner = add(name: "(before the restart)") }
+    if restoredOwner == 0 || names[restoredOwner] == nil { restoredOwner = add(name: Ownership.restoredOwnerName) }
     for n in orphans {
       ownerOf[ObjectIdentifier(n)] = restoredOwner
       values[restoredOwner, default: OwnedList()].add(n)

@@ -370,11 +370,16 @@ final class Store {
   }
 
   /// Applies the held-back sets, in the order they were made, as
-  /// ``apply(_:_:)`` would have. Every use of the
-  /// store but a held-back write comes after it (``Bus/withGate(_:)``).
+  /// ``apply(_:_:)`` would have, and notes them for ownership as the one
+  /// write path does (``Ownership/isNoting``: they are plain). Every use of
+  /// the store but a held-back write comes after it (``Bus/withGate(_:)``).
   @inline(never)
   func settle() {
-    heldWrites.drain { r, p in _ = applyScalar(r, p) }
+    let noting = ownership.isNoting
+    heldWrites.drain { r, p in
+      _ = applyScalar(r, p)
+      if noting { ownership.wrote(r.node, Ownership.plain) }
+    }
   }
 
   private func setValue(_ n: KeyNode, _ v: Value?) {

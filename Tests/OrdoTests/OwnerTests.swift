@@ -135,3 +135,132 @@ final class ViewOwner: Sendable {
     #expect(owner.calls.value == 1)
   }
 }
+
+/// Owned values (SPEC §15) and the writes after an owned set: the last
+/// write of a keypath in a transaction decides whether its value is owned.
+@Suite struct OwnedValueWriteTests {
+  /// A bus whose persistence layer records, with each commit, whether each
+  /// changed keypath is owned after it (keypath → owned).
+  func recording() -> (Bus, Box<[String: Bool]>) {
+    let bus = Bus()
+    let stored = Box<[String: Bool]>([:])
+    bus.setCommitHook { _, changes in stored.mutate { for k in changes { $0[k.keypath] = k.owned } } }
+    return (bus, stored)
+  }
+
+  @Test func aCallbacksPlainWriteInThePassEndsTheOwnership() throws {
+    let (bus, stored) = recording()
+    try bus.register(name: "writer", reads: ["go"], writes: ["x", "y", "z"]) { _ in
+      try bus.set("x", .int64(1))  // the same value
+      try bus.set("y", .string("plain"))
+      try bus.remove("z")
+    }
+    let owner = Owner(bus, name: "o")
+    try bus.transaction(owner: owner) { () throws(OrdoError) in
+      for k in ["x", "y", "z", "w"] { try bus.set(k, .int64(1)) }
+      try bus.touch("go")
+    }
+    #expect(try bus.ownedValues() == [OwnedValue(keypath: "w", owner: "o")])
+    // z, set and removed, did not change: nothing to store.
+    #expect(stored.value == ["x": false, "y": false, "go": false, "w": true])
+    owner.release()
+    #expect(try bus.value("x") == .int64(1))
+    #expect(try bus.value("y") == .string("plain"))
+    #expect(try bus.value("w") == nil)
+  }
+
+  @Test func aPlainWriteAfterTheOwnedScopeInTheSameTransactionEndsTheOwnership() throws {
+    let (bus, stored) = recording()
+    let owner = Owner(bus, name: "o")
+    let property = try bus.property("p", as: Int64.self)
+    let handle = try bus.resolve("h")
+    bus.begin()
+    try bus.begin(owner: owner)
+    for k in ["held", "boxed", "p", "h", "kept"] { try bus.set(k, .int64(1)) }
+    try bus.commit()
+    // Plain now: a scalar set, held back until the commit; a boxed one; a
+    // typed property's and a handle's (held back too).
+    try bus.set("held", .int64(2))
+    try bus.set("boxed", .string("plain"))
+    try property.set(2)
+    try bus.set(handle, .int64(2))
+    try bus.commit()
+    #expect(try bus.ownedValues() == [OwnedValue(keypath: "kept", owner: "o")])
+    #expect(stored.value == ["held": false, "boxed": false, "p": false, "h": false, "kept": true])
+    owner.release()
+    #expect(try bus.value("held") == .int64(2))
+    #expect(try bus.value("boxed") == .string("plain"))
+    #expect(try bus.value("p") == .int64(2))
+    #expect(try bus.value("h") == .int64(2))
+    #expect(try bus.value("kept") == nil)
+  }
+
+  @Test func anOwnedWriteAfterAPlainOneInTheSameTransactionOwns() throws {
+    let (bus, stored) = recording()
+    let a = Owner(bus, name: "a")
+    let b = Owner(bus, name: "b")
+    bus.begin()
+    try bus.set("x", .int64(1))
+    try bus.set("y", .int64(1))
+    try bus.begin(owner: a)
+    try bus.set("x", .int64(2))
+    try bus.set("y", .int64(2))
+    try bus.commit()
+    // Plain, then owned again, then by another owner.
+    try bus.set("x", .int64(3))
+    try bus.begin(owner: a)
+    try bus.set("x", .int64(4))
+    try bus.commit()
+    try bus.begin(owner: b)
+    try bus.set("y", .int64(3))
+    try bus.commit()
+    try bus.commit()
+    #expect(try bus.ownedValues() == [OwnedValue(keypath: "x", owner: "a"), OwnedValue(keypath: "y", owner: "b")])
+    #expect(stored.value == ["x": true, "y": true])
+    a.release()
+    #expect(try bus.value("x") == nil)
+    #expect(try bus.value("y") == .int64(3))
+  }
+
+  @Test func aRefusedReleaseIsReportedAndItsValuesStayOwned() throws {
+    let bus = Bus()
+    let refusing = Box(false)
+    bus.setCommitHook { _, _ in
+      if refusing.value { throw OrdoError(.storage, "disk full") }
+    }
+    let failures = Box<[ContractFailure]>([])
+    bus.onFailure { f in failures.mutate { $0.append(f) } }
+    let owner = Owner(bus, name: "o")
+    try bus.transaction(owner: owner) { () throws(OrdoError) in try bus.set("x", .int64(1)) }
+    refusing.value = true
+    owner.release()
+    #expect(failures.value.map(\.name) == ["owner \"o\""])
+    #expect(failures.value.first.map { $0.contract == 0 && $0.transaction == 0 && $0.message.contains("disk full") } == true)
+    #expect(try bus.value("x") == .int64(1))
+    #expect(bus.transactionID == 1)
+    #expect(try bus.ownedValues() == [OwnedValue(keypath: "x", owner: "(before the restart)")])
+    // The placeholder's release (the next restart's) removes it.
+    refusing.value = false
+    #expect(bus.releaseRestoredOwnedValues() == 2)
+    #expect(try bus.value("x") == nil)
+    #expect(try bus.ownedValues().isEmpty)
+  }
+
+  @Test func aReleaseInATransactionRolledBackLeavesItsValuesOwned() throws {
+    let bus = Bus()
+    let failures = Box(0)
+    bus.onFailure { _ in failures.value += 1 }
+    let owner = Owner(bus, name: "o")
+    try bus.transaction(owner: owner) { () throws(OrdoError) in try bus.set("x", .int64(1)) }
+    bus.begin()
+    owner.release()
+    #expect(try bus.value("x") == nil)
+    try bus.rollback()
+    #expect(failures.value == 0, "the caller that rolled back knows")
+    #expect(try bus.value("x") == .int64(1))
+    #expect(try bus.ownedValues() == [OwnedValue(keypath: "x", owner: "(before the restart)")])
+    // A plain write ends that ownership as any other.
+    try bus.transaction { () throws(OrdoError) in try bus.set("x", .int64(1)) }
+    #expect(try bus.ownedValues().isEmpty)
+  }
+}
