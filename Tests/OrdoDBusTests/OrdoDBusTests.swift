@@ -596,6 +596,42 @@ func killAndReap(_ pid: pid_t) {
   #expect(cached.last?.cache == ["doc.k8": .int64(8)])
 }
 
+/// A merged `Commit` in flight when its connection is lost fails once the
+/// connection is opened again (here by another call), not after the
+/// client's timeout: its reply cannot come on the new connection.
+@Test func mergedCommitOnALostConnectionFailsAtOnce() throws {
+  var template = Array("/tmp/ordo-merge-lost-XXXXXX".utf8CString)
+  let dir = try #require(mkdtemp(&template).map { String(cString: $0) })
+  defer {
+    unlink(dir + "/bus")
+    rmdir(dir)
+  }
+  let address = "unix:path=\(dir)/bus"
+  var ordod = try startOrdod(address, direct: true)
+  defer { killAndReap(ordod) }
+  let client = try OrdoClient(direct: address, timeoutMs: 5000)
+  defer { client.close() }
+  let writer = client.mergingWriter()
+  #expect(try client.commit(set: [("m.b", .int64(1))]) == 1)  // the connection is set up
+  kill(ordod, SIGSTOP)
+  let w = try writer.set("m.a", .int64(1))  // sent, never answered
+  killAndReap(ordod)
+  ordod = try startOrdod(address, direct: true)
+  #expect(try client.commit(set: [("m.b", .int64(2))]) == 1)  // opens the connection again
+  #expect(client.generation == 1)
+  var t0 = timespec(), t1 = timespec()
+  clock_gettime(CLOCK_MONOTONIC, &t0)
+  #expect(throws: OrdoRemoteError.self) { try writer.flush() }
+  clock_gettime(CLOCK_MONOTONIC, &t1)
+  #expect(t1.tv_sec - t0.tv_sec < 2, "the lost Commit waited for the client's timeout")
+  guard case .failed(let e) = writer.state(w) else {
+    Issue.record("the lost Commit is \(writer.state(w))")
+    return
+  }
+  #expect(e.name == DBusErrorName.dbus && e.message.contains("lost"))
+  #expect(try client.get("m.b").value == .int64(2))
+}
+
 /// A durability hook that records what the service asks of it; its
 /// `acknowledged()` takes half a second.
 final class RecordingDurability: Durability {
