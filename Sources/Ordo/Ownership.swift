@@ -132,14 +132,26 @@ final class Ownership {
     if values[owner]?.isEmpty == true { values[owner] = nil }
   }
 
-  /// Releases `owner`: it owns nothing more, and its values are returned,
-  /// in the order it took them, for the running transaction to remove
-  /// them. They are noted as pending removal (see ``forget()``).
+  /// Releases `owner`: it owns nothing more, and its values — those it
+  /// took in the running transaction included — are returned, in the order
+  /// it took them, for the running transaction to remove them. They are noted as pending removal (see ``forget()``).
   func release(_ owner: UInt64) -> [KeyNode] {
     names[owner] = nil
-    guard let held = values.removeValue(forKey: owner) else { return [] }
-    for id in held.index.keys { ownerOf[id] = nil }
-    let live = held.live
+    var live: [KeyNode] = []
+    if let held = values.removeValue(forKey: owner) {
+      for id in held.index.keys { ownerOf[id] = nil }
+      live = held.live
+    }
+    if !noted.isEmpty {
+      // Its sets in the running transaction, not settled yet, that no
+      // later set of the same keypath undid: its values too.
+      var last: [ObjectIdentifier: UInt64] = [:]
+      for (n, o) in noted { last[ObjectIdentifier(n)] = o }
+      var taken = Set(live.map(ObjectIdentifier.init))
+      for (n, o) in noted where o == owner && last[ObjectIdentifier(n)] == owner && n.hasValue {
+        if taken.insert(ObjectIdentifier(n)).inserted { live.append(n) }
+      }
+    }
     for n in live { noted.append((n, Ownership.pendingRemoval)) }
     return live
   }

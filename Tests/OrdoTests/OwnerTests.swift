@@ -169,6 +169,24 @@ final class ViewOwner: Sendable {
     #expect(try bus.value("w") == nil)
   }
 
+  @Test func anOwnerReleasedInTheTransactionOfItsSetsTakesThemAway() throws {
+    let (bus, stored) = recording()
+    let owner = Owner(bus, name: "o")
+    let other = Owner(bus, name: "other")
+    bus.begin()
+    try bus.begin(owner: owner)
+    for k in ["a", "b", "c"] { try bus.set(k, .int64(1)) }
+    try bus.commit()
+    try bus.set("b", .int64(2))  // plain: no longer the owner's
+    try bus.transaction(owner: other) { () throws(OrdoError) in try bus.set("c", .int64(3)) }  // handed over
+    owner.release()
+    try bus.commit()
+    #expect(try bus.value("a") == nil)
+    #expect(try bus.value("b") == .int64(2))
+    #expect(try bus.ownedValues() == [OwnedValue(keypath: "c", owner: "other")])
+    #expect(stored.value == ["b": false, "c": true])
+  }
+
   @Test func aPlainWriteAfterTheOwnedScopeInTheSameTransactionEndsTheOwnership() throws {
     let (bus, stored) = recording()
     let owner = Owner(bus, name: "o")
