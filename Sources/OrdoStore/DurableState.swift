@@ -22,7 +22,9 @@ import Synchronization
 ///   commit log (one write, one `fdatasync`); ``applyLog()`` then moves it
 ///   into the database without a sync of its own — call it once the
 ///   acknowledgements are out, so that a waiting writer does not wait for
-///   it (`ordod` does; docs/storage.md, "The commit log").
+///   it (`ordod` does; docs/storage.md, "The commit log"). A record of the
+///   log holds one transaction of at most 256 MiB of changes: a larger one
+///   is refused at commit with `OrdoError.Code.storage`, alone.
 /// - ``Mode/eachCommit`` (for in-process Swift hosts): the hook writes and
 ///   syncs the transaction itself, so `Bus.commit()` returns only once the
 ///   transaction is durable; when it cannot be stored, the core discards it
@@ -200,7 +202,10 @@ public final class DurableState: Sendable {
       for t in batch { try core.file.append(transaction: t.transaction, changes: t.changes) }
       try core.file.sync()
     } catch {
-      // The file dropped its open group (it stays as at the last sync).
+      // The group is dropped (a storage failure dropped it already; an
+      // append refused as invalid leaves it open): the file stays as at
+      // the last sync.
+      core.file.discard()
       try recover(after: error)
     }
     core.state.withLock { $0.durable = max($0.durable, last) }
@@ -384,17 +389,34 @@ public final class DurableState: Sendable {
 
     let file: StateFile
     let state: Locked<State>
+    /// Whether the file's groups go to its commit log, whose records hold
+    /// at most `CommitLog.maxRecord` bytes each.
+    let logged: Bool
 
     init(file: StateFile, durable: UInt64) {
       self.file = file
       self.state = Locked(State(committed: durable, durable: durable))
+      logged = file.usesCommitLog
     }
 
-    /// Grouped mode's hook (bus lock held): queues the transaction.
+    /// Grouped mode's hook (bus lock held): queues the transaction. One
+    /// too large for a record of the commit log is refused here, alone
+    /// (queued, it would fail its whole group at the next sync).
     func queue(_ txn: UInt64, _ changes: [KeyState]) throws(StoreError) {
+      let stored = changes.map(stored)
+      if logged {
+        let size = CommitLog.recordSize(stored)
+        if size > CommitLog.maxRecord {
+          throw StoreError(
+            .storage, path: file.path,
+            message:
+              "state file \(file.path): transaction \(txn) refused: its changes take \(size) bytes, more than one record of the commit log holds (\(CommitLog.maxRecord)); commit them in smaller transactions"
+          )
+        }
+      }
       try state.withLock { (s: inout State) throws(StoreError) in
         guard try accept(&s, txn) else { return }
-        s.queue.append(Queued(transaction: txn, changes: changes.map(stored)))
+        s.queue.append(Queued(transaction: txn, changes: stored))
         s.committed = txn
       }
     }

@@ -9,9 +9,8 @@ import Darwin
 /// A value guarded by a pthread mutex. Used instead of the standard
 /// library's `Mutex`, whose contended path hands the lock over through the
 /// kernel, out of ThreadSanitizer's sight: under contention `make tsan`
-/// then reports the accesses it orders as races (it did, in
-/// `concurrentCommitsShareSyncs`). A pthread mutex is intercepted by the
-/// sanitizer; the cost of a lock here (a few per transaction) is not on a
+/// reports the accesses it orders as races (`concurrentCommitsShareSyncs`
+/// contends). A pthread mutex is intercepted by the sanitizer; the cost of a lock here (a few per transaction) is not on a
 /// hot path.
 final class Locked<Value: ~Copyable>: @unchecked Sendable {
   private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)

@@ -107,6 +107,34 @@ func randomHistory(_ bus: Bus, _ durable: DurableState, seed: UInt64, transactio
     last.close()
   }
 
+  /// Grouped mode, whose groups go to the commit log: a transaction too
+  /// large for one record is refused at its commit, alone (the bus
+  /// unchanged); the transactions around it become durable.
+  @Test func aTransactionTooLargeForTheCommitLogIsRefusedAlone() throws {
+    let dir = TempDir()
+    defer { dir.remove() }
+    let path = dir.file("state.ordo")
+    let bus = Bus()
+    let durable = try DurableState.attach(bus: bus, path: path)
+    #expect(try bus.transaction { try bus.set("a", .int64(1)) } == 1)
+    let huge = Value.bytes([UInt8](repeating: 1, count: 256 << 20))
+    do {
+      _ = try bus.transaction { () throws(OrdoError) in try bus.set("big", huge) }
+      Issue.record("a transaction larger than a commit log record was committed")
+    } catch let error as OrdoError {
+      #expect(error.code == .storage && error.message.contains("commit log"))
+    }
+    #expect(try bus.value("big") == nil)
+    #expect(try bus.transaction { try bus.set("c", .int64(3)) } == 2)
+    #expect(try durable.sync() == 2)
+    durable.close()
+    let again = Bus()
+    let reopened = try DurableState.attach(bus: again, path: path)
+    defer { reopened.close() }
+    #expect(again.transactionID == 2)
+    #expect(try again.value("a") == .int64(1) && again.value("c") == .int64(3) && again.value("big") == nil)
+  }
+
   /// Only what was synced is stored; close() names what was not; the
   /// refusals change nothing.
   @Test func unsyncedTransactionsAndRefusals() throws {
