@@ -9,9 +9,10 @@ import Synchronization
 ///
 /// The states of a graph's contracts lie in a dense table (``ContractSlab``),
 /// in registration order, each in a 64-byte line of its own: a commit that
-/// reaches 10 contracts among 100 000 fetches 10 lines, where the object
-/// (120 bytes at whatever alignment malloc gave it) took two or three each
-/// (`ordo-bench --only scale`, scale-100000-handles; docs/performance.md).
+/// reaches 10 contracts among 100 000 fetches 10 lines, one each, where a
+/// state allocated on its own (at whatever alignment malloc gives) can
+/// straddle two (`ordo-bench --only scale`, scale-100000-handles;
+/// docs/performance.md).
 /// Only touched with the bus's lock held (the deinit of an unregistered
 /// contract releases it without the lock, once nothing names it).
 struct ContractPassState: ~Copyable {
@@ -303,9 +304,10 @@ final class ContractSlab: @unchecked Sendable {
     table.withLock { $0.deallocate() }
   }
 
-  /// The byte offset of a state's owner entry in its page's header.
+  /// The byte offset of a state's owner entry in its page's header
+  /// (unretained: docs/reliability.md, "Unretained references", row "a
+  /// contract state's owner").
   @inline(__always)
-  /// Unretained: docs/reliability.md, "Unretained references", row "a contract state's owner".
   private static func ownerOffset(of s: UnsafeRawPointer) -> Int {
     8 + 8 * StatePages.index(of: s, headerSize: headerSize)
   }

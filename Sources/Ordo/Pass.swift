@@ -26,6 +26,10 @@ final class PassRunner {
   private(set) var failures: UInt64 = 0
   /// What the last failed callback threw, described.
   private var lastFailure: String?
+  /// The contract whose failure the handler is told of, during that call:
+  /// the pass's position for a registration the handler makes (an initial
+  /// call before it is refused, SPEC §5).
+  private(set) var failing: ContractState?
   var failureHandler: (@Sendable (ContractFailure) -> Void)?
   var failurePolicy = FailurePolicy.report
   /// The failures written to standard error, without a handler.
@@ -87,7 +91,7 @@ final class PassRunner {
   /// Schedules the readers of what the transaction changed, evaluated
   /// before any callback; returns whether anything changed. One function
   /// for the whole loop, so that the per-change scheduling inlines into it
-  /// (inside ``runCommit()`` it did not: a call per change).
+  /// (inside ``runCommit()`` it does not: a call per change).
   @inline(never)
   private func scheduleChangedReaders() -> Bool {
     fetchReaders()
@@ -476,7 +480,9 @@ final class PassRunner {
     failures += 1
     let message = String(describing: failure)
     lastFailure = message
+    failing = c
     report(ContractFailure(contract: c.id, name: c.name, transaction: txn, message: message))
+    failing = nil
   }
 
   /// Tells the failure handler, without the lock, or writes the failure to

@@ -60,7 +60,7 @@ struct Registration {
     let c = graph.make(spec, reads: reads, writes: writes)
     if let prefetchHint { graph.slab.setPrefetchHint(prefetchHint, of: c.passState) }
     do {
-      try graph.admit(c, initialDuringPassAfter: initial && passes.hasTransaction ? gate.running : nil)
+      try graph.admit(c, initialDuringPassAfter: initial && passes.hasTransaction ? gate.running ?? passes.failing : nil)
     } catch {
       if acquired { gate.release() }
       return Leftovers(result: .failure(error), released: c)

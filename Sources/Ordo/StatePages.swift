@@ -63,10 +63,10 @@ struct StatePages {
 
   /// Where a page's header starts in it: at a place that depends on the
   /// page, so that the headers of a table's pages fall in different cache
-  /// sets. (At the start of every page, 4 KiB apart, they all fell in one
-  /// set of the first-level cache and in 16 of the second's, and a write
-  /// through a C handle at 100 000 keypaths waited for its page's header
-  /// from the third level; docs/performance.md.)
+  /// sets. (At the start of every page, 4 KiB apart, they would all fall
+  /// in one set of the first-level cache and in 16 of the second's, and a
+  /// write through a C handle at 100 000 keypaths would wait for its
+  /// page's header from the third level; docs/performance.md.)
   @inline(__always)
   static func headerOffset(ofPage page: UnsafeRawPointer, headerSize: Int) -> Int {
     guard headerSize > 0 else { return 0 }
@@ -151,9 +151,9 @@ struct StatePages {
 /// Starts fetching the cache line at `p` now, for a use that comes later,
 /// without waiting for it: a prefetch (``CCacheHint``), which the processor
 /// overlaps with the fetches that follow and which never holds up the
-/// instructions after it. A load whose value decided a check (what this
-/// was before) did: at 100 000 contracts 79 % of the pass's scheduling
-/// time waited on it (docs/performance.md). `p` need not be valid: a
+/// instructions after it, where a load whose value decides a check does:
+/// at 100 000 contracts such a load takes 79 % of the pass's scheduling
+/// time (docs/performance.md). `p` need not be valid: a
 /// prefetch never faults.
 @inline(__always)
 func fetchEarly(_ p: UnsafeRawPointer) {

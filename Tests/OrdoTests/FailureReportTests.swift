@@ -51,6 +51,32 @@ private func standardError(_ body: () throws -> Void) rethrows -> String {
     #expect(seen.value == ["handled 1"])
   }
 
+  /// The handler runs at the failed contract's turn: a registration it
+  /// makes with notifyInitial whose position is before that turn is
+  /// ORDER_CONFLICT (SPEC §5), one after it is called in the same pass.
+  @Test func aHandlerRegistersAtTheFailedContractsPosition() throws {
+    let bus = Bus()
+    let order = Box<[String]>([])
+    try bus.register(name: "A", reads: ["a"], priority: 1) { (_: ContractContext) in
+      order.value.append("A")
+      throw OrdoError(.internal, "A fails")
+    }
+    try bus.register(name: "B", reads: ["a"], priority: 3) { (_: ContractContext) in order.value.append("B") }
+    let refusals = Box<[OrdoError.Code]>([])
+    bus.onFailure { _ in
+      for (name, priority) in [("early", Int32(0)), ("late", Int32(2))] {
+        do {
+          try bus.register(name: name, reads: ["x"], priority: priority, flags: .notifyInitial) { (_: ContractContext) in
+            order.value.append(name)
+          }
+        } catch let e as OrdoError { refusals.value.append(e.code) } catch {}
+      }
+    }
+    try bus.transaction { try bus.set("a", .int64(1)) }
+    #expect(refusals.value == [.orderConflict])
+    #expect(order.value == ["A", "late", "B"])
+  }
+
   #if DEBUG
     @Test func trapInDebugStopsTheProgram() async {
       await #expect(processExitsWith: .failure) {
