@@ -15,7 +15,9 @@ extension Bus {
   /// - Throws: ``OrdoError/Code/invalidArgument`` (empty name, writes on an
   ///   every-transaction contract), ``OrdoError/Code/invalidKeypath``,
   ///   ``OrdoError/Code/duplicateName``, ``OrdoError/Code/cycle``,
-  ///   ``OrdoError/Code/orderConflict``. Nothing changes when it throws.
+  ///   ``OrdoError/Code/orderConflict``, ``OrdoError/Code/schema`` (with a
+  ///   schema, a read or write pattern that matches no declared keypath).
+  ///   Nothing changes when it throws.
   @discardableResult
   public func register(_ spec: ContractSpec) throws(OrdoError) -> ContractHandle {
     try Registration(spec, on: self).run()

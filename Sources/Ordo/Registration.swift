@@ -16,7 +16,8 @@ struct Registration {
   let prefetchHint: PrefetchHint?
 
   /// Checks the spec: a name of 1 to 255 bytes, valid patterns, no writes
-  /// on an every-transaction contract (empty read set).
+  /// on an every-transaction contract (empty read set), and with a schema
+  /// patterns that each match a declared keypath.
   init(_ spec: ContractSpec, on bus: Bus, prefetchHint: PrefetchHint? = nil) throws(OrdoError) {
     guard !spec.name.isEmpty else { throw OrdoError(.invalidArgument, "a contract needs a non-empty name") }
     guard spec.name.utf8.count <= 255 else {
