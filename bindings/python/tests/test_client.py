@@ -427,6 +427,21 @@ def test_watch_reconnects_after_the_bus_daemon_restarts(env):
         assert (note.txn, note.values) == (1, {"doc.a": 7})
 
 
+def test_a_client_without_watches_reconnects_on_request(env):
+    """Only calls, no watch or writer: once the connection is lost each call
+    raises ConnectionLost, until reconnect() opens a new one."""
+    with ordo.Client(env.address) as c:
+        assert c.commit({"doc.a": 1}) == 1
+        env.restart_daemon()
+        with pytest.raises(ordo.ConnectionLost):
+            c.commit({"doc.a": 2})
+        with pytest.raises(ordo.ConnectionLost):
+            c.get("doc.a")
+        c.reconnect()
+        assert c.commit({"doc.a": 3}) == 1  # a new bus: a new history
+        assert c.get("doc.a").value == 3
+
+
 def test_concurrent_calls_from_threads(env, client):
     w = client.watch(["t.**"])
     errors = []
