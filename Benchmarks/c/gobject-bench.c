@@ -41,9 +41,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-enum { BATCH = 10, GROUP = 10 };
+#include "bench-common.h"
 
 /* BenchItem: one int64 property "value", notified explicitly by its setter
  * (G_PARAM_EXPLICIT_NOTIFY), only when the value changes. */
@@ -91,48 +90,10 @@ static void bench_item_class_init(BenchItemClass *klass) {
 
 static void bench_item_init(BenchItem *self) { self->value = -1; }
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void on_notify(GObject *object, GParamSpec *pspec, gpointer user_data) {
   (void)object;
   (void)pspec;
   ++*(uint64_t *)user_data;
-}
-
-/* SplitMix64, as ordo-c-bench.c. */
-static uint64_t rng_state;
-static uint64_t rng_next(void) {
-  uint64_t z = (rng_state += 0x9E3779B97F4A7C15u);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
-  return z ^ (z >> 31);
-}
-
-/* OPS groups of GROUP distinct indices below n, drawn before timing. */
-static size_t *draw_groups(long ops, size_t n) {
-  size_t *picks = malloc((size_t)ops * GROUP * sizeof *picks);
-  if (!picks) {
-    fprintf(stderr, "gobject-bench: out of memory\n");
-    exit(1);
-  }
-  for (long t = 0; t < ops; t++) {
-    size_t *g = picks + (size_t)t * GROUP;
-    for (int j = 0; j < GROUP; j++) {
-      size_t k;
-      int dup;
-      do {
-        k = (size_t)(rng_next() % n);
-        dup = 0;
-        for (int i = 0; i < j; i++) dup |= g[i] == k;
-      } while (dup);
-      g[j] = k;
-    }
-  }
-  return picks;
 }
 
 int main(int argc, char **argv) {
@@ -144,7 +105,7 @@ int main(int argc, char **argv) {
   BenchItem **items = calloc(n, sizeof *items);
   if (!items) return 1;
   uint64_t calls = 0;
-  rng_state = (uint64_t)n;
+  uint64_t rng = (uint64_t)n;
   for (size_t i = 0; i < n; i++) {
     items[i] = g_object_new(BENCH_TYPE_ITEM, NULL);
     g_signal_connect(items[i], "notify::value", G_CALLBACK(on_notify), &calls);
@@ -161,32 +122,27 @@ int main(int argc, char **argv) {
   fflush(stdout);
 
   gint64 value = 0;
-  char line[128];
-  while (fgets(line, sizeof line, stdin)) {
-    char word[32] = "";
-    long ops = 0;
-    if (sscanf(line, "%31s %ld", word, &ops) != 2 || ops <= 0) {
-      fprintf(stderr, "gobject-bench: malformed command: %s", line);
-      return 64;
-    }
+  char word[32];
+  long ops;
+  while (bench_read_command(word, &ops, NULL, "gobject-bench")) {
     uint64_t t0 = 0, t1 = 0;
     if (strcmp(word, "set") == 0) {
-      t0 = now_ns();
+      t0 = bench_now_ns();
       for (long t = 0; t < ops; t++) {
         value++;
         for (size_t i = 0; i < n; i++) g_object_set(items[i], "value", value, NULL);
       }
-      t1 = now_ns();
+      t1 = bench_now_ns();
     } else if (strcmp(word, "pspec") == 0) {
-      t0 = now_ns();
+      t0 = bench_now_ns();
       for (long t = 0; t < ops; t++) {
         value++;
         for (size_t i = 0; i < n; i++) bench_item_set_value(items[i], value);
       }
-      t1 = now_ns();
+      t1 = bench_now_ns();
     } else if (strcmp(word, "freeze") == 0 || strcmp(word, "batch") == 0) {
       int freeze = strcmp(word, "freeze") == 0;
-      t0 = now_ns();
+      t0 = bench_now_ns();
       for (long t = 0; t < ops; t++) {
         if (freeze)
           for (size_t i = 0; i < n; i++) g_object_freeze_notify(G_OBJECT(items[i]));
@@ -197,23 +153,22 @@ int main(int argc, char **argv) {
         if (freeze)
           for (size_t i = 0; i < n; i++) g_object_thaw_notify(G_OBJECT(items[i]));
       }
-      t1 = now_ns();
+      t1 = bench_now_ns();
     } else if (strcmp(word, "scale") == 0) {
-      size_t *picks = draw_groups(ops, n);
-      t0 = now_ns();
+      size_t *picks = bench_draw_groups(&rng, ops, n, "gobject-bench");
+      t0 = bench_now_ns();
       for (long t = 0; t < ops; t++) {
         const size_t *g = picks + (size_t)t * GROUP;
         value++;
         for (int j = 0; j < GROUP; j++) g_object_set(items[g[j]], "value", value, NULL);
       }
-      t1 = now_ns();
+      t1 = bench_now_ns();
       free(picks);
     } else {
       fprintf(stderr, "gobject-bench: unknown command %s\n", word);
       return 64;
     }
-    printf("%llu %llu\n", (unsigned long long)(t1 - t0), (unsigned long long)calls);
-    fflush(stdout);
+    bench_answer(t1 - t0, calls);
   }
   for (size_t i = 0; i < n; i++) g_object_unref(items[i]);
   free(items);

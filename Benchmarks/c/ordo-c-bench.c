@@ -46,15 +46,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-enum { BATCH = 10, GROUP = 10 };
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+#include "bench-common.h"
 
 static void on_change(ordo_bus *bus, const ordo_notification *note, void *user_data) {
   (void)bus;
@@ -141,38 +134,6 @@ static void fail(const char *what, ordo_status st) {
   exit(1);
 }
 
-/* SplitMix64, as ordo-bench's SplitMix and gobject-bench.c. */
-static uint64_t rng_state;
-static uint64_t rng_next(void) {
-  uint64_t z = (rng_state += 0x9E3779B97F4A7C15u);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
-  return z ^ (z >> 31);
-}
-
-/* OPS groups of GROUP distinct indices below n, drawn before timing. */
-static size_t *draw_groups(long ops, size_t n) {
-  size_t *picks = malloc((size_t)ops * GROUP * sizeof *picks);
-  if (!picks) {
-    fprintf(stderr, "ordo-c-bench: out of memory\n");
-    exit(1);
-  }
-  for (long t = 0; t < ops; t++) {
-    size_t *g = picks + (size_t)t * GROUP;
-    for (int j = 0; j < GROUP; j++) {
-      size_t k;
-      int dup;
-      do {
-        k = (size_t)(rng_next() % n);
-        dup = 0;
-        for (int i = 0; i < j; i++) dup |= g[i] == k;
-      } while (dup);
-      g[j] = k;
-    }
-  }
-  return picks;
-}
-
 int main(int argc, char **argv) {
   if (argc < 2 || argc > 3 || atoi(argv[1]) <= 0 ||
       (argc == 3 && strcmp(argv[2], "strings") != 0 && strcmp(argv[2], "handles") != 0)) {
@@ -191,7 +152,7 @@ int main(int argc, char **argv) {
   ordo_handle **handles = calloc(n, sizeof *handles);
   if (!keys || !handles) return 1;
   uint64_t calls = 0;
-  rng_state = (uint64_t)n;
+  uint64_t rng = (uint64_t)n;
 
   /* Every keypath holds a value before the contracts exist (so this
    * transaction calls nobody): the measurement is of changes, not of the
@@ -256,26 +217,12 @@ int main(int argc, char **argv) {
   fflush(stdout);
 
   int64_t value = 0;
-  char line[128];
-  while (fgets(line, sizeof line, stdin)) {
-    char word[32] = "";
-    long ops = 0;
-    int fields = sscanf(line, "%31s %ld", word, &ops);
-    if (fields != 2 && sscanf(line, "%ld", &ops) == 1) {
-      strcpy(word, default_handles ? "handles" : "strings");
-      fields = 2;
-    }
-    if (fields != 2) {
-      fprintf(stderr, "ordo-c-bench: malformed command: %s", line);
-      return 64;
-    }
-    if (ops <= 0) {
-      fprintf(stderr, "ordo-c-bench: OPS must be positive: %s", line);
-      return 64;
-    }
+  char word[32];
+  long ops;
+  while (bench_read_command(word, &ops, default_handles ? "handles" : "strings", "ordo-c-bench")) {
     uint64_t t0 = 0, t1 = 0;
     if (strcmp(word, "strings") == 0) {
-      t0 = now_ns();
+      t0 = bench_now_ns();
       for (long t = 0; t < ops; t++) {
         value++;
         if ((st = ordo_begin(bus)) != ORDO_OK) fail("begin", st);
@@ -283,9 +230,9 @@ int main(int argc, char **argv) {
           if ((st = ordo_set_int64(bus, keys[i], value)) != ORDO_OK) fail("set", st);
         if ((st = ordo_commit(bus, NULL)) != ORDO_OK) fail("commit", st);
       }
-      t1 = now_ns();
+      t1 = bench_now_ns();
     } else if (strcmp(word, "handles") == 0) {
-      t0 = now_ns();
+      t0 = bench_now_ns();
       for (long t = 0; t < ops; t++) {
         value++;
         if ((st = ordo_begin(bus)) != ORDO_OK) fail("begin", st);
@@ -293,9 +240,9 @@ int main(int argc, char **argv) {
           if ((st = ordo_handle_set_int64(handles[i], value)) != ORDO_OK) fail("handle set", st);
         if ((st = ordo_commit(bus, NULL)) != ORDO_OK) fail("commit", st);
       }
-      t1 = now_ns();
+      t1 = bench_now_ns();
     } else if (strcmp(word, "batch") == 0) {
-      t0 = now_ns();
+      t0 = bench_now_ns();
       for (long t = 0; t < ops; t++) {
         if ((st = ordo_begin(bus)) != ORDO_OK) fail("begin", st);
         for (int b = 0; b < BATCH; b++) {
@@ -305,11 +252,11 @@ int main(int argc, char **argv) {
         }
         if ((st = ordo_commit(bus, NULL)) != ORDO_OK) fail("commit", st);
       }
-      t1 = now_ns();
+      t1 = bench_now_ns();
     } else if (strcmp(word, "scale") == 0 || strcmp(word, "scale-strings") == 0) {
       int strings = strcmp(word, "scale-strings") == 0;
-      size_t *picks = draw_groups(ops, n);
-      t0 = now_ns();
+      size_t *picks = bench_draw_groups(&rng, ops, n, "ordo-c-bench");
+      t0 = bench_now_ns();
       for (long t = 0; t < ops; t++) {
         const size_t *g = picks + (size_t)t * GROUP;
         value++;
@@ -323,25 +270,24 @@ int main(int argc, char **argv) {
         }
         if ((st = ordo_commit(bus, NULL)) != ORDO_OK) fail("commit", st);
       }
-      t1 = now_ns();
+      t1 = bench_now_ns();
       free(picks);
     } else if (strcmp(word, "floor") == 0) {
-      size_t *picks = draw_groups(ops, n);
-      t0 = now_ns();
+      size_t *picks = bench_draw_groups(&rng, ops, n, "ordo-c-bench");
+      t0 = bench_now_ns();
       for (long t = 0; t < ops; t++) {
         const size_t *g = picks + (size_t)t * GROUP;
         value++;
         for (int j = 0; j < GROUP; j++) floor_set(&fbus, fhandles[g[j]], value);
         floor_commit(&fbus, bus);
       }
-      t1 = now_ns();
+      t1 = bench_now_ns();
       free(picks);
     } else {
       fprintf(stderr, "ordo-c-bench: unknown command %s\n", word);
       return 64;
     }
-    printf("%llu %llu\n", (unsigned long long)(t1 - t0), (unsigned long long)calls);
-    fflush(stdout);
+    bench_answer(t1 - t0, calls);
   }
   for (size_t i = 0; i < n; i++) free(keys[i]);
   free(keys);

@@ -3,10 +3,6 @@
 // ordod. See Benchmarks/c/ordo-client-bench.c.
 import Foundation
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// Starts `ordod` with a private dbus-daemon and runs ordo-client-bench
 /// against it. `notify_per_s`: the Notify signals per second a C client's
 /// observer takes in against a libdbus observer of the same signals
@@ -20,12 +16,11 @@ func runDBusClient(_ s: Settings) throws -> [BenchResult] {
       .unavailable("dbus-c-client", "roundtrip_us", target: tripTarget, reason: reason),
     ]
   }
-  guard let ordod = s.ordod, !ordod.isEmpty, access(ordod, X_OK) == 0 else {
-    return unavailable("D-Bus bridge not built: no ordod")
-  }
-  guard let bench = s.clientBench, !bench.isEmpty, access(bench, X_OK) == 0 else {
-    return unavailable("no C client program: `make bench` builds ordo-client-bench against the installed libordo.so")
-  }
+  let ordod: String, bench: String
+  do {
+    (ordod, bench) = try dbusPrograms(
+      s, s.clientBench, missing: "no C client program: `make bench` builds ordo-client-bench against the installed libordo.so")
+  } catch { return unavailable(error.reason) }
   let name = "dev.ordo.ClientBench"
   let (daemon, started, _) = try startOrdod(ordod, name: name, scenario: "dbus-c-client")
   defer {

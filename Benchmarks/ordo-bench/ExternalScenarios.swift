@@ -256,7 +256,7 @@ func runCGObject(_ s: Settings) throws -> [BenchResult] {
       .unavailable("c-gobject-scale", "growth_10_to_\(big)", target: growthTarget, reason: reason),
     ]
   }
-  guard let cPath = s.cBench, !cPath.isEmpty, access(cPath, X_OK) == 0 else {
+  guard let cPath = executable(s.cBench) else {
     return unavailable("no C benchmark program: `make bench` builds it when include/ordo.h and `make install` exist")
   }
   let gPath = URL(fileURLWithPath: cPath).deletingLastPathComponent().appendingPathComponent("gobject-bench").path
@@ -377,6 +377,28 @@ func runCGObject(_ s: Settings) throws -> [BenchResult] {
   return results
 }
 
+/// `path` when it names an executable file.
+func executable(_ path: String?) -> String? {
+  guard let path, !path.isEmpty, access(path, X_OK) == 0 else { return nil }
+  return path
+}
+
+/// Why a scenario is not available.
+struct Unavailable: Error {
+  let reason: String
+}
+
+/// The ordod and the C program a D-Bus scenario runs, when both are
+/// executable; else why the scenario is not available (`missing` when the
+/// program is not).
+func dbusPrograms(_ s: Settings, _ program: String?, missing: String) throws(Unavailable)
+  -> (ordod: String, program: String)
+{
+  guard let ordod = executable(s.ordod) else { throw Unavailable(reason: "D-Bus bridge not built: no ordod") }
+  guard let program = executable(program) else { throw Unavailable(reason: missing) }
+  return (ordod, program)
+}
+
 /// Starts `ordod` serving `name` with a private dbus-daemon; the child and
 /// the daemon's address (nil when ordod did not print it).
 func startOrdod(_ ordod: String, name: String, scenario: String, listen: String? = nil) throws
@@ -424,13 +446,11 @@ func runDBus(_ s: Settings) throws -> [BenchResult] {
       .unavailable("dbus-direct", "notify_per_s_via_commit", target: directNotifyTarget, reason: reason),
     ]
   }
-  guard let ordod = s.ordod, !ordod.isEmpty, access(ordod, X_OK) == 0 else {
-    return unavailable("D-Bus bridge not built: no ordod")
-  }
-  guard let bench = s.dbusBench, !bench.isEmpty, access(bench, X_OK) == 0 else {
-    return unavailable("no D-Bus benchmark program: `make bench` builds it with libdbus-1-dev")
-  }
-  let host = s.hostBench.flatMap { !$0.isEmpty && access($0, X_OK) == 0 ? $0 : nil }
+  let ordod: String, bench: String
+  do {
+    (ordod, bench) = try dbusPrograms(s, s.dbusBench, missing: "no D-Bus benchmark program: `make bench` builds it with libdbus-1-dev")
+  } catch { return unavailable(error.reason) }
+  let host = executable(s.hostBench)
   let name = "dev.ordo.Bench"
   let socket = "/tmp/ordo-bench-\(getpid()).socket"
   let (daemon, started, direct) = try startOrdod(ordod, name: name, scenario: "dbus", listen: "unix:path=\(socket)")
