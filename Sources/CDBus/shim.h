@@ -157,7 +157,7 @@ static const int ORDO_EPOLL_CTL_DEL = EPOLL_CTL_DEL;
 static inline int ordo_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 static inline int ordo_eventfd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
 static inline int ordo_timerfd(void) { return timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK); }
-// Makes a timerfd readable once, ms milliseconds from now.
+// Makes a timerfd readable once, ms milliseconds from now; 0 disarms it.
 static inline int ordo_timerfd_arm(int fd, int ms) {
   struct itimerspec t = {{0, 0}, {ms / 1000, (long)(ms % 1000) * 1000000L}};
   return timerfd_settime(fd, 0, &t, NULL);

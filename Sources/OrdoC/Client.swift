@@ -56,8 +56,10 @@ final class CClient {
   private let wakefd: Int32
   /// Whether wakefd was written since the last dispatch (read it then).
   private var woken = false
-  /// Readable when a lost connection is to be tried again.
+  /// Readable when a lost connection is to be tried again; armed while it
+  /// is being opened again.
   private let retryfd: Int32
+  private var retryArmed = false
   /// The socket in the epoll set (-1: none) and the connection it is
   /// of (``OrdoClient/generation``).
   private var polledSocket: Int32 = -1
@@ -110,6 +112,11 @@ final class CClient {
   private func followSocket() {
     if remote.isReconnecting {
       _ = ordo_timerfd_arm(retryfd, 100)
+      retryArmed = true
+    } else if retryArmed {
+      // Disarmed (which also clears an expiry not read yet).
+      _ = ordo_timerfd_arm(retryfd, 0)
+      retryArmed = false
     }
     let s = remote.socket ?? -1
     guard s != polledSocket || remote.generation != polledGeneration else { return }
@@ -172,7 +179,7 @@ final class CClient {
       woken = false
       _ = withUnsafeMutablePointer(to: &drained) { read(wakefd, $0, 8) }
     }
-    _ = withUnsafeMutablePointer(to: &drained) { read(retryfd, $0, 8) }
+    if retryArmed { _ = withUnsafeMutablePointer(to: &drained) { read(retryfd, $0, 8) } }
     dispatching = true
     let open = remote.process(timeoutMs: timeoutMs < 0 ? -1 : timeoutMs)
     dispatching = false

@@ -121,7 +121,7 @@ func randomHistory(_ bus: Bus, _ durable: DurableState, seed: UInt64, transactio
     do {
       _ = try bus.transaction { () throws(OrdoError) in try bus.set("big", huge) }
       Issue.record("a transaction larger than a commit log record was committed")
-    } catch let error as OrdoError {
+    } catch {
       #expect(error.code == .storage && error.message.contains("commit log"))
     }
     #expect(try bus.value("big") == nil)
