@@ -134,7 +134,8 @@ final class Ownership {
 
   /// Releases `owner`: it owns nothing more, and its values — those it
   /// took in the running transaction included — are returned, in the order
-  /// it took them, for the running transaction to remove them. They are noted as pending removal (see ``forget()``).
+  /// it took them, for the running transaction to remove them. They are
+  /// noted as pending removal (see ``forget()``).
   func release(_ owner: UInt64) -> [KeyNode] {
     names[owner] = nil
     var live: [KeyNode] = []
@@ -145,8 +146,7 @@ final class Ownership {
     if !noted.isEmpty {
       // Its sets in the running transaction, not settled yet, that no
       // later set of the same keypath undid: its values too.
-      var last: [ObjectIdentifier: UInt64] = [:]
-      for (n, o) in noted { last[ObjectIdentifier(n)] = o }
+      let last = lastNotes()
       var taken = Set(live.map(ObjectIdentifier.init))
       for (n, o) in noted where o == owner && last[ObjectIdentifier(n)] == owner && n.hasValue {
         if taken.insert(ObjectIdentifier(n)).inserted { live.append(n) }
@@ -154,6 +154,13 @@ final class Ownership {
     }
     for n in live { noted.append((n, Ownership.pendingRemoval)) }
     return live
+  }
+
+  /// The owner of each node's last note in the running transaction, by node.
+  private func lastNotes() -> [ObjectIdentifier: UInt64] {
+    var last: [ObjectIdentifier: UInt64] = [:]
+    for (n, owner) in noted { last[ObjectIdentifier(n)] = owner }
+    return last
   }
 
   /// The owned values whose keypaths `matches` accepts, with their owners'
@@ -175,8 +182,7 @@ final class Ownership {
   /// persistence layer, before the commit.
   func after(_ journal: Journal) -> (Int) -> Bool {
     // The last note of each keypath decides, as in settle.
-    var lastNote: [ObjectIdentifier: UInt64] = [:]
-    for (n, owner) in noted { lastNote[ObjectIdentifier(n)] = owner }
+    let lastNote = lastNotes()
     return { [ownerOf, names] i in
       let r = journal[i]
       return r.node.with { n in

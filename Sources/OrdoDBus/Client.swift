@@ -228,6 +228,8 @@ public final class OrdoClient {
   package private(set) var generation = 0
   /// When the connection was found lost (monotonic ms), until it is open again.
   private var lostAtMs: Int64?
+  /// Whether ``deliver()`` runs (the callbacks of what the last read brought).
+  private var delivering = false
   /// Whether the next ``process(timeoutMs:)`` tells the program about a
   /// lost connection (nil owner) and, once it is open again, registers the
   /// contracts again and tells the new owner.
@@ -256,7 +258,7 @@ public final class OrdoClient {
   public var reconnect = true
   /// How long a lost connection is tried again, every 100 ms, before the
   /// client gives up (``process(timeoutMs:)`` returns false from then on);
-  /// 0: forever. Default 30 000 ms, as `ordoctl watch --reconnect-timeout`
+  /// 0 (or less): for ever. Default 30 000 ms, as `ordoctl watch --reconnect-timeout`
   /// and the Python client's `reconnect_timeout`.
   public var reconnectTimeoutMs: Int32 = 30_000
   /// Told when a contract cannot be registered again with the service's
@@ -464,10 +466,11 @@ public final class OrdoClient {
     w.checked = true
     build(&w)
     if let problem = w.problem { throw OrdoRemoteError(name: DBusErrorName.invalidArgs, message: "\(member): \(problem)") }
-    if connection.isConnected {
+    if !delivering && connection.isConnected {
       // The service may have gone since the last call (a direct
       // connection closed), which only a read tells; a call sent there
-      // would fail.
+      // would fail. A callback's call (a writer's Complete) comes right
+      // after the read that brought its signal.
       _ = connection.readWrite(timeoutMs: 0)
     }
     if !connection.isConnected {
@@ -958,6 +961,9 @@ public final class OrdoClient {
   }
 
   func deliver() -> Bool {
+    let outer = delivering
+    delivering = true
+    defer { delivering = outer }
     var any = false
     while let m = connection.popMessage() {
       guard m.type == ORDO_DBUS_MESSAGE_TYPE_SIGNAL else {

@@ -69,7 +69,7 @@ private func standardError(_ body: () throws -> Void) rethrows -> String {
           try bus.register(name: name, reads: ["x"], priority: priority, flags: .notifyInitial) { (_: ContractContext) in
             order.value.append(name)
           }
-        } catch let e as OrdoError { refusals.value.append(e.code) } catch {}
+        } catch let e as OrdoError { refusals.value.append(e.code) } catch { Issue.record("not an OrdoError: \(error)") }
       }
     }
     try bus.transaction { try bus.set("a", .int64(1)) }
