@@ -167,7 +167,7 @@ extension Bus {
   private func removeOwnedValues(of id: UInt64) throws(OrdoError) {
     begin()
     withGate {
-      for n in store.ownership.release(id) { apply(.node(n.ref), .remove, gate.writeAccess) }
+      for n in store.ownership.release(id, store.journal) { apply(.node(n.ref), .remove, gate.writeAccess) }
     }
     try commit()
   }

@@ -133,20 +133,26 @@ final class Ownership {
   }
 
   /// Releases `owner`: it owns nothing more, and its values — those it
-  /// took in the running transaction included — are returned, in the order
-  /// it took them, for the running transaction to remove them. They are
-  /// noted as pending removal (see ``forget()``).
-  func release(_ owner: UInt64) -> [KeyNode] {
+  /// took in the running transaction included, those a plain write of it
+  /// took away left out — are returned, in the order it took them, for the
+  /// running transaction to remove them. They are noted as pending removal
+  /// (see ``forget()``).
+  func release(_ owner: UInt64, _ journal: Journal) -> [KeyNode] {
     names[owner] = nil
     var live: [KeyNode] = []
+    let last = lastNotes()
     if let held = values.removeValue(forKey: owner) {
       for id in held.index.keys { ownerOf[id] = nil }
-      live = held.live
+      // Not those a plain write of the running transaction took from it
+      // (as settle would): its value written, and its last note not its own.
+      live = held.live.filter { n in
+        guard let i = journal.index(n.ref), journal[i].ownValue else { return true }
+        return last[ObjectIdentifier(n)] == owner
+      }
     }
     if !noted.isEmpty {
       // Its sets in the running transaction, not settled yet, that no
       // later set of the same keypath undid: its values too.
-      let last = lastNotes()
       var taken = Set(live.map(ObjectIdentifier.init))
       for (n, o) in noted where o == owner && last[ObjectIdentifier(n)] == owner && n.hasValue {
         if taken.insert(ObjectIdentifier(n)).inserted { live.append(n) }

@@ -187,6 +187,22 @@ final class ViewOwner: Sendable {
     #expect(stored.value == ["b": false, "c": true])
   }
 
+  @Test func aReleaseLeavesWhatAPlainWriteOfItsTransactionTookAway() throws {
+    let bus = Bus()
+    let owner = Owner(bus, name: "o")
+    try bus.transaction(owner: owner) { () throws(OrdoError) in
+      for k in ["a", "b", "c"] { try bus.set(k, .int64(1)) }
+    }
+    try bus.transaction { () throws(OrdoError) in
+      try bus.set("b", .int64(2))  // plain: no longer the owner's
+      try bus.touch("c")  // a touch leaves the ownership
+      owner.release()
+    }
+    #expect(try bus.value("a") == nil && bus.value("c") == nil)
+    #expect(try bus.value("b") == .int64(2))
+    #expect(try bus.ownedValues().isEmpty)
+  }
+
   @Test func aPlainWriteAfterTheOwnedScopeInTheSameTransactionEndsTheOwnership() throws {
     let (bus, stored) = recording()
     let owner = Owner(bus, name: "o")
