@@ -181,6 +181,20 @@ class NoBus(DirectTest):
                 os.environ["ORDO_ADDRESS"] = old
 
 
+    def test_python_calls_reach_an_ordod_restarted_behind_the_socket(self):
+        """A client with only calls: after kill -9 of ordod and a new one on
+        the same socket, its next call opens a new connection first."""
+        with ordo.Client(direct=self.address) as c:
+            self.assertEqual(c.commit({"doc.n": 1}), 1)
+            self.env.ordod.kill()
+            self.env.ordod.wait(timeout=10)
+            with self.assertRaises(ordo.ConnectionLost):
+                c.get("doc.n")  # nobody listens: one try, then the error
+            self.env.ordod = self.start()
+            self.assertEqual(c.commit({"doc.n": 2}), 1)  # in memory: a new history
+            self.assertEqual(c.get("doc.n").value, 2)
+
+
 class WithPolicy(DirectTest):
     def ordod_args(self):
         path = os.path.join(self.env.dir, "policy")

@@ -427,10 +427,23 @@ def test_watch_reconnects_after_the_bus_daemon_restarts(env):
         assert (note.txn, note.values) == (1, {"doc.a": 7})
 
 
-def test_a_client_without_watches_reconnects_on_request(env):
-    """Only calls, no watch or writer: once the connection is lost each call
-    raises ConnectionLost, until reconnect() opens a new one."""
+def test_a_call_opens_a_lost_connection_again(env):
+    """Only calls, no watch or writer: a call made after the bus daemon
+    restarted opens a new connection at the same address first."""
     with ordo.Client(env.address) as c:
+        assert c.commit({"doc.a": 1}) == 1
+        env.restart_daemon()
+        assert c.commit({"doc.a": 2}) == 1  # a new bus: a new history
+        assert c.get("doc.a").value == 2
+        assert c.owner is not None
+
+
+def test_a_client_without_reconnection_reconnects_on_request(env):
+    """reconnect=False: once the connection is lost each call raises
+    ConnectionLost, until reconnect() opens a new one."""
+    with pytest.raises(ordo.InvalidArgument):
+        ordo.Client(env.address, reconnect=1)
+    with ordo.Client(env.address, reconnect=False) as c:
         assert c.commit({"doc.a": 1}) == 1
         env.restart_daemon()
         with pytest.raises(ordo.ConnectionLost):
@@ -438,7 +451,7 @@ def test_a_client_without_watches_reconnects_on_request(env):
         with pytest.raises(ordo.ConnectionLost):
             c.get("doc.a")
         c.reconnect()
-        assert c.commit({"doc.a": 3}) == 1  # a new bus: a new history
+        assert c.commit({"doc.a": 3}) == 1
         assert c.get("doc.a").value == 3
 
 

@@ -426,6 +426,10 @@ class Client:
     caller to raise to: a writer's callback that raised, a ``Complete`` the
     service refused, a contract that could not be registered again after the
     service came back. By default they are logged (logger ``"ordo"``).
+    ``reconnect``: a call made after the connection was lost (``ordod``
+    restarted behind ``direct=``, the bus daemon gone) first opens a new one
+    at the same address, once; with ``False`` every call raises
+    ``ConnectionLost`` until :meth:`reconnect`.
 
     Use it as a context manager: leaving the block closes every merging
     writer of this client, unregisters every watch and writer, and closes
@@ -433,11 +437,14 @@ class Client:
     """
 
     def __init__(self, address: Optional[str] = None, name: str = NAME, *, direct: Optional[str] = None,
-                 timeout: float = 10.0, on_error: Optional[Callable[[Any, BaseException], None]] = None):
+                 timeout: float = 10.0, on_error: Optional[Callable[[Any, BaseException], None]] = None,
+                 reconnect: bool = True):
         if not isinstance(name, str) or not name:
             raise InvalidArgument("name: the service's well-known name, a non-empty str")
         if address and direct:
             raise InvalidArgument("address (a bus daemon) or direct (the service's socket), not both")
+        if not isinstance(reconnect, bool):
+            raise InvalidArgument(f"reconnect: a bool, not {reconnect!r}")
         if not address and not direct:
             direct = os.environ.get(ADDRESS_VARIABLE) or None
         #: the service's direct address, None on a bus
@@ -446,6 +453,9 @@ class Client:
         self.name = name
         self.timeout = timeout
         self.on_error = on_error or _log_error
+        #: whether a call opens a lost connection again first (see above)
+        self.reconnects = reconnect
+        self._reopen_lock = threading.Lock()
         #: signals dropped because they did not come from their legitimate sender
         self.forged = 0
         self._state = threading.Condition(threading.Lock())
@@ -504,9 +514,10 @@ class Client:
             try:
                 self._call(_DBUS, _DBUS_PATH, _DBUS, "AddMatch", "s",
                            (f"type='signal',sender='{_DBUS}',path='{_DBUS_PATH}',interface='{_DBUS}',"
-                            f"member='NameOwnerChanged',arg0='{self.name}'",))
+                            f"member='NameOwnerChanged',arg0='{self.name}'",), reopen=False)
                 try:
-                    owner = self._call(_DBUS, _DBUS_PATH, _DBUS, "GetNameOwner", "s", (self.name,))[0]
+                    owner = self._call(_DBUS, _DBUS_PATH, _DBUS, "GetNameOwner", "s", (self.name,),
+                                       reopen=False)[0]
                 except DBus as e:
                     if e.dbus_name != "org.freedesktop.DBus.Error.NameHasNoOwner":
                         raise
@@ -536,6 +547,15 @@ class Client:
         _shut(old)
         self._connect(require_owner=False)
         self._after_read()
+
+    def _reopen(self, seen) -> None:
+        """Opens the connection again after ``seen`` was lost, unless another
+        thread (a watch resuming, another call) already did."""
+        with self._reopen_lock:
+            with self._state:
+                if self._conn is not seen and self._conn is not None and self._lost is None:
+                    return
+            self.reconnect()
 
     def close(self) -> None:
         """Closes this client's merging writers (after their pending writes
@@ -571,29 +591,48 @@ class Client:
     # -- the message loop ---------------------------------------------------
 
     def _call(self, dest: str, path: str, iface: str, member: str, sig: str = "", body: tuple = (),
-              timeout: Optional[float] = None) -> tuple:
+              timeout: Optional[float] = None, reopen: bool = True) -> tuple:
         _check_body(iface, member, sig, body)
-        with self._state:
-            conn, lost = self._conn, self._lost
-        if conn is None or lost is not None:
-            raise lost or ConnectionLost("not connected")
         try:
             msg = new_method_call(DBusAddress(path, bus_name=dest, interface=iface), member, sig or None, body)
         except Exception as e:  # noqa: BLE001 -- jeepney's ValueError, TypeError ...: an OrdoError
             raise InvalidArgument(f"{member}: the message cannot be built: {e}") from None
-        serial = next(conn.outgoing_serial)
-        with self._state:
-            self._expect[serial] = _DBUS if dest == _DBUS else self._owner
-        try:
-            with self._send_lock:
-                conn.send(msg, serial=serial)
-        except OSError as e:
-            self._mark_lost(conn, e)
-            raise ConnectionLost(f"{member}: the connection was lost ({e})") from None
-        except Exception as e:  # noqa: BLE001 -- serialising failed: nothing was sent
+        reopen = reopen and self.reconnects and not self._closing
+        for attempt in (1, 2):
             with self._state:
-                self._expect.pop(serial, None)
-            raise InvalidArgument(f"{member}: the message cannot be sent: {e!r}") from None
+                conn, lost = self._conn, self._lost
+            if reopen:
+                # A connection the other end closed is found before the call
+                # is sent on it (a non-blocking peek), and opened again.
+                if conn is not None and lost is None and _closed_by_peer(conn):
+                    self._mark_lost(conn, ConnectionResetError("closed by the other end"))
+                    lost = True
+                if conn is None or lost is not None:
+                    self._reopen(conn)
+                    with self._state:
+                        conn, lost = self._conn, self._lost
+            if conn is None or lost is not None:
+                raise lost or ConnectionLost("not connected")
+            serial = next(conn.outgoing_serial)
+            with self._state:
+                self._expect[serial] = _DBUS if dest == _DBUS else self._owner
+            try:
+                with self._send_lock:
+                    conn.send(msg, serial=serial)
+                break
+            except OSError as e:
+                self._mark_lost(conn, e)
+                with self._state:
+                    self._expect.pop(serial, None)
+                # A send that fails delivered no whole message (the other
+                # end is gone: bytes waiting to be read hid its end from the
+                # peek), so it is sent once more on a new connection.
+                if not reopen or attempt == 2:
+                    raise ConnectionLost(f"{member}: the connection was lost ({e})") from None
+            except Exception as e:  # noqa: BLE001 -- serialising failed: nothing was sent
+                with self._state:
+                    self._expect.pop(serial, None)
+                raise InvalidArgument(f"{member}: the message cannot be sent: {e!r}") from None
         t = self.timeout if timeout is None else timeout
         try:
             reply = self._wait(lambda: self._replies.pop(serial, None), time.monotonic() + t)
@@ -1038,6 +1077,17 @@ class _DirectConnection(DBusConnection):
         return msg
 
 
+def _closed_by_peer(conn) -> bool:
+    """Whether the other end has closed ``conn`` (a peek that reads nothing
+    and never blocks; bytes waiting for a reader leave it open)."""
+    try:
+        return conn.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True
+
+
 def _shut(conn) -> None:
     """Closes a connection, waking a thread blocked reading it."""
     if conn is None:
@@ -1327,11 +1377,11 @@ class Watch:
         while True:
             try:
                 with c._state:
-                    lost = c._lost is not None
+                    lost, seen = c._lost is not None, c._conn
                 if lost:
                     if not self.reconnect or c._closed:
                         raise c._lost
-                    c.reconnect()
+                    c._reopen(seen)
                 c._wait(lambda: c._owner, deadline)
                 self._resume = Position(self._epoch, self._last or 0)
                 self._start(deadline)
