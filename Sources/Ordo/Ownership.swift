@@ -204,7 +204,7 @@ final class Ownership {
   /// released in a transaction that did not stay (0: none).
   private(set) var restoredOwner: UInt64 = 0
   /// ``restoredOwner``'s name.
-  static let restoredOwnerName = "(before the restart)"
+  static let restoredOwnerName = "(no live owner)"
 
   /// Takes the ownership a restore brought back: values no longer held are
   /// no longer owned, and restored owned values that no live owner holds

@@ -216,8 +216,9 @@ class SocketActivation(unittest.TestCase):
         s.bind(path)
         s.listen(16)
         log = open(env.log_path, "ab")
-        # systemd passes the socket as fd 3 with LISTEN_FDS=1 and LISTEN_PID=the service's pid.
-        p = spawn(["sh", "-c", f'exec 3<&{s.fileno()}; LISTEN_PID=$$ LISTEN_FDS=1 exec "$0" "$@"', ORDOD,
+        # systemd passes the socket as fd 3 with LISTEN_FDS=1 and LISTEN_PID=the service's pid
+        # (bash: dash's redirections take one-digit descriptors only).
+        p = spawn(["bash", "-c", f'exec 3<&{s.fileno()}; LISTEN_PID=$$ LISTEN_FDS=1 exec "$0" "$@"', ORDOD,
                    "--no-bus", "--listen", "systemd:", "--log-level", "debug"],
                   stdout=subprocess.PIPE, stderr=log, pass_fds=(s.fileno(),))
         log.close()

@@ -273,7 +273,7 @@ import Testing
       KeyState(keypath: "b", value: .int64(1), counter: 1, changedAt: 1, owned: true),
       KeyState(keypath: "c", value: .int64(5), counter: 1, changedAt: 2),
     ])
-    #expect(try restored.ownedValues() == [OwnedValue(keypath: "b", owner: "(before the restart)")])
+    #expect(try restored.ownedValues() == [OwnedValue(keypath: "b", owner: "(no live owner)")])
     #expect(restored.releaseRestoredOwnedValues() == 3)
     #expect(calls.all == [Call(name: "r", changed: ["b"], txn: 3)])
     #expect(try restored.value("b") == nil)

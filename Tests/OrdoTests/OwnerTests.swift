@@ -272,7 +272,7 @@ final class ViewOwner: Sendable {
     #expect(failures.value.first.map { $0.contract == 0 && $0.transaction == 0 && $0.message.contains("disk full") } == true)
     #expect(try bus.value("x") == .int64(1))
     #expect(bus.transactionID == 1)
-    #expect(try bus.ownedValues() == [OwnedValue(keypath: "x", owner: "(before the restart)")])
+    #expect(try bus.ownedValues() == [OwnedValue(keypath: "x", owner: "(no live owner)")])
     // The placeholder's release (the next restart's) removes it.
     refusing.value = false
     #expect(bus.releaseRestoredOwnedValues() == 2)
@@ -292,7 +292,7 @@ final class ViewOwner: Sendable {
     try bus.rollback()
     #expect(failures.value == 0, "the caller that rolled back knows")
     #expect(try bus.value("x") == .int64(1))
-    #expect(try bus.ownedValues() == [OwnedValue(keypath: "x", owner: "(before the restart)")])
+    #expect(try bus.ownedValues() == [OwnedValue(keypath: "x", owner: "(no live owner)")])
     // A plain write ends that ownership as any other.
     try bus.transaction { () throws(OrdoError) in try bus.set("x", .int64(1)) }
     #expect(try bus.ownedValues().isEmpty)

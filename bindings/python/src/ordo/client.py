@@ -501,7 +501,12 @@ class Client:
         try:
             conn = _DirectConnection(self.direct) if self.direct else open_dbus_connection(self.address)
         except (OSError, ValueError, KeyError, RuntimeError) as e:
-            raise ConnectionLost(f"cannot connect to {self.address}: {e}") from None
+            conn, why = None, str(e)
+        if conn is None:
+            # Raised outside the handler: the error raised keeps no traceback
+            # of the failed attempt, so the socket jeepney opened for it is
+            # freed now, not by the next garbage collection.
+            raise ConnectionLost(f"cannot connect to {self.address}: {why}")
         with self._state:
             self._conn = conn
             self._lost = None
