@@ -49,6 +49,14 @@ def raw_connect(path, authenticate=True):
     return s
 
 
+def value_of(client, keypath):
+    """The keypath's value through an ordo.Client, None while it has none."""
+    try:
+        return client.get(keypath).value
+    except ordo.NotFound:
+        return None
+
+
 def closed_by_peer(s, timeout=10):
     """Whether the other end closes the socket within `timeout` seconds."""
     s.settimeout(timeout)
@@ -193,6 +201,29 @@ class NoBus(DirectTest):
             self.env.ordod = self.start()
             self.assertEqual(c.commit({"doc.n": 2}), 1)  # in memory: a new history
             self.assertEqual(c.get("doc.n").value, 2)
+
+    def test_python_writer_comes_back_with_an_ordod_restarted_behind_the_socket(self):
+        """A client with only a writer, served by its own thread: after kill -9
+        of ordod and a new one on the same socket, the thread opens a new
+        connection, and the writer registers again (an initial call) and
+        computes."""
+        calls = []
+        with ordo.Client(direct=self.address) as c:
+            c.add_writer(lambda n: calls.append(n.initial) or ({"calc.y": n.values["in.x"] + 1} if n.changed else None),
+                         "inc", ["in.x"], ["calc.y"], -1)
+            c.start()
+            other = ordo.Client(direct=self.address)
+            self.assertEqual(other.commit({"in.x": 1}), 1)
+            self.wait_for("calc.y computed", lambda: value_of(other, "calc.y") == 2)
+            other.close()
+            self.env.ordod.kill()
+            self.env.ordod.wait(timeout=10)
+            self.env.ordod = self.start()
+            self.wait_for("the writer registered again", lambda: calls[-1:] == [True], timeout=20)
+            with ordo.Client(direct=self.address) as other:
+                other.commit({"in.x": 5})
+                self.wait_for("calc.y computed again", lambda: value_of(other, "calc.y") == 6)
+        self.assertEqual(calls, [False, True, False])
 
 
 class WithPolicy(DirectTest):

@@ -428,7 +428,8 @@ class Client:
     service came back. By default they are logged (logger ``"ordo"``).
     ``reconnect``: a call made after the connection was lost (``ordod``
     restarted behind ``direct=``, the bus daemon gone) first opens a new one
-    at the same address, once; with ``False`` every call raises
+    at the same address, once, and :meth:`process` (so the thread of
+    :meth:`start`) tries every 0.1 s; with ``False`` both raise
     ``ConnectionLost`` until :meth:`reconnect`.
 
     Use it as a context manager: leaving the block closes every merging
@@ -839,11 +840,28 @@ class Client:
     def process(self, timeout: float = 0.0) -> None:
         """Reads and handles incoming messages (answers writers' calls) for up
         to ``timeout`` seconds. For programs without a thread of their own
-        waiting on the client; or use :meth:`start`."""
-        try:
-            self._wait(lambda: None, time.monotonic() + timeout)
-        except Timeout:
-            pass
+        waiting on the client; or use :meth:`start`. A lost connection is
+        opened again meanwhile (``reconnect=True``), tried every 0.1 s: the
+        writers then register again. Raises ``ConnectionLost`` when it is
+        still lost at the end."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._wait(lambda: None, deadline)
+            except Timeout:
+                return
+            except ConnectionLost:
+                if not self.reconnects or self._closing or self._closed:
+                    raise
+                with self._state:
+                    seen = self._conn
+                try:
+                    self._reopen(seen)
+                except ConnectionLost:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise
+                    time.sleep(min(0.1, left))
 
     def start(self) -> None:
         """Starts a daemon thread that handles incoming messages (serves
