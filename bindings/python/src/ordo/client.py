@@ -559,6 +559,8 @@ class Client:
         thread (a watch resuming, another call) already did."""
         with self._reopen_lock:
             with self._state:
+                if self._closing:
+                    raise ConnectionLost("the client is closed")
                 if self._conn is not seen and self._conn is not None and self._lost is None:
                     return
             self.reconnect()
