@@ -188,7 +188,6 @@ class NoBus(DirectTest):
             else:
                 os.environ["ORDO_ADDRESS"] = old
 
-
     def test_python_calls_reach_an_ordod_restarted_behind_the_socket(self):
         """A client with only calls: after kill -9 of ordod and a new one on
         the same socket, its next call opens a new connection first."""
