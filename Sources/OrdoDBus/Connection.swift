@@ -20,11 +20,6 @@ package func busNameProblem(_ name: String) -> String? {
     + "none starting with a digit, at most 255 bytes (or a unique name such as :1.42)"
 }
 
-/// One private libdbus connection (`DBusConnection *`), never exiting the
-/// process on disconnect: to a bus daemon (registered with it), or direct
-/// to a service's listening socket, or accepted by one (a peer-to-peer
-/// connection: no bus daemon, no unique name, no destinations). Its
-/// failures are ``OrdoRemoteError``s: the D-Bus error name and its message.
 /// `address` without its `guid=` keys (in each `;`-separated address): a
 /// bus daemon or a listening service started again at the same place has
 /// a new guid, which the old one's guid would refuse.
@@ -36,6 +31,11 @@ package func addressWithoutGUID(_ address: String) -> String {
   }.joined(separator: ";")
 }
 
+/// One private libdbus connection (`DBusConnection *`), never exiting the
+/// process on disconnect: to a bus daemon (registered with it), or direct
+/// to a service's listening socket, or accepted by one (a peer-to-peer
+/// connection: no bus daemon, no unique name, no destinations). Its
+/// failures are ``OrdoRemoteError``s: the D-Bus error name and its message.
 final class Connection {
   /// The libdbus connection: handed to libdbus only by this type and by
   /// ``Link``, which installs its main-loop hooks on it.

@@ -10,8 +10,8 @@ import Darwin
 /// library's `Mutex`, whose contended path hands the lock over through the
 /// kernel, out of ThreadSanitizer's sight: under contention `make tsan`
 /// reports the accesses it orders as races (`concurrentCommitsShareSyncs`
-/// contends). A pthread mutex is intercepted by the sanitizer; the cost of a lock here (a few per transaction) is not on a
-/// hot path.
+/// contends). A pthread mutex is intercepted by the sanitizer; the cost of
+/// a lock here (a few per transaction) is not on a hot path.
 final class Locked<Value: ~Copyable>: @unchecked Sendable {
   private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
   private var value: Value

@@ -454,8 +454,8 @@ class Client:
         self.name = name
         self.timeout = timeout
         self.on_error = on_error or _log_error
-        #: whether a call opens a lost connection again first (see above)
-        self.reconnects = reconnect
+        # Whether calls and process() open a lost connection again (see above).
+        self._reconnects = reconnect
         self._reopen_lock = threading.Lock()
         #: signals dropped because they did not come from their legitimate sender
         self.forged = 0
@@ -605,7 +605,7 @@ class Client:
             msg = new_method_call(DBusAddress(path, bus_name=dest, interface=iface), member, sig or None, body)
         except Exception as e:  # noqa: BLE001 -- jeepney's ValueError, TypeError ...: an OrdoError
             raise InvalidArgument(f"{member}: the message cannot be built: {e}") from None
-        reopen = reopen and self.reconnects and not self._closing
+        reopen = reopen and self._reconnects and not self._closing
         for attempt in (1, 2):
             with self._state:
                 conn, lost = self._conn, self._lost
@@ -853,7 +853,7 @@ class Client:
             except Timeout:
                 return
             except ConnectionLost:
-                if not self.reconnects or self._closing or self._closed:
+                if not self._reconnects or self._closing or self._closed:
                     raise
                 with self._state:
                     seen = self._conn
