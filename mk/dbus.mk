@@ -56,7 +56,8 @@ test-dbus: build
 	done
 
 # The durable ordod alone (also part of test-dbus): kill -9 rounds, a full
-# tmpfs, read-only mounts (root), refused state files. SPEC §11.
+# tmpfs, read-only mounts (root), refused state files, the busy poll after
+# a sync. SPEC §11.
 test-durable: build
 	@scripts/deps.sh $(DBUS_TEST_PACKAGES)
 	@python3 -c 'import jeepney' 2>/dev/null || python3 -m pip install --quiet jeepney

@@ -73,11 +73,12 @@ final class AcknowledgementHold: @unchecked Sendable {
   /// Commit replies and Notify signals (`droppable`) of durable
   /// transactions in the order they were produced; a lost transaction's
   /// Commit gets `dev.ordo.Error.Storage` (sent too) and its Notify signals
-  /// are dropped. Returns the Notify signals and the error replies sent.
+  /// are dropped. Returns the Notify signals and the error replies sent,
+  /// nil when nothing was held (no sync).
   func release(
     send: (DBusMessageRef, _ droppable: Bool) -> Void, logError: (String) -> Void
-  ) -> (notified: UInt64, refused: UInt64) {
-    guard isOn, let durability = durability.withLock({ $0 }), isHolding else { return (0, 0) }
+  ) -> (notified: UInt64, refused: UInt64)? {
+    guard isOn, let durability = durability.withLock({ $0 }), isHolding else { return nil }
     let outcome = durability.sync()
     syncs.add(1, ordering: .relaxed)
     if let reason = outcome.reason {
@@ -142,11 +143,16 @@ extension DBusService {
   }
 
   /// Releases what is held (``AcknowledgementHold/release(send:logError:)``).
-  /// Service thread, outside any pass.
-  func releaseHeld() {
-    guard hold.isOn, loopWaits == 0, !closed, slot.active == nil, !bus.isInTransaction else { return }
-    let (notified, refused) = hold.release(send: { m, droppable in link.send(m, droppable: droppable) }, logError: { log(.error, $0) })
+  /// Service thread, outside any pass. Returns whether a sync ran.
+  @discardableResult
+  func releaseHeld() -> Bool {
+    guard hold.isOn, loopWaits == 0, !closed, slot.active == nil, !bus.isInTransaction else { return false }
+    guard
+      let (notified, refused) = hold.release(
+        send: { m, droppable in link.send(m, droppable: droppable) }, logError: { log(.error, $0) })
+    else { return false }
     if notified > 0 { statistics.notifySent.add(notified, ordering: .relaxed) }
     if refused > 0 { statistics.errorReplies.add(refused, ordering: .relaxed) }
+    return true
   }
 }

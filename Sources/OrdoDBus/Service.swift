@@ -111,6 +111,8 @@ public final class DBusService: @unchecked Sendable {
   /// Commit replies and observers' Notify signals held until their
   /// transaction is durable (AcknowledgementHold.swift, SPEC §11).
   let hold = AcknowledgementHold()
+  /// ``busyPoll`` in nanoseconds. Any thread.
+  let busyPollNanoseconds = Atomic<Int64>(BusyPoll.nanoseconds(BusyPoll.defaultLimit))
   /// The peers subscribed to pass traces (`SubscribeTrace`); the bus's
   /// trace hook is installed only while there is one (Methods+Traces.swift).
   let traces = TraceSubscribers()
@@ -198,6 +200,24 @@ public final class DBusService: @unchecked Sendable {
     hold.set(durability)
   }
 
+  /// How long ``run()`` keeps polling its connections after a sync, before
+  /// it sleeps until the next message (default 50 µs; zero: it sleeps at
+  /// once). A writer waiting for its `Commit` reply sends its next
+  /// `Commit` soon after, and finds the service awake (BusyPoll.swift,
+  /// docs/dbus.md "Durable state"). Only with a durability set.
+  public var busyPoll: Duration { .nanoseconds(busyPollNanoseconds.load(ordering: .relaxed)) }
+
+  /// Sets ``busyPoll``. Any thread; it applies from the next sync.
+  ///
+  /// - Throws: ``OrdoError/Code/invalidArgument`` when `limit` is negative
+  ///   or longer than one second (nothing changes).
+  public func setBusyPoll(_ limit: Duration) throws(OrdoError) {
+    guard limit >= .zero, limit <= BusyPoll.maxLimit else {
+      throw OrdoError(.invalidArgument, "a busy poll lasts from 0 to 1 second, not \(limit)")
+    }
+    busyPollNanoseconds.store(BusyPoll.nanoseconds(limit), ordering: .relaxed)
+  }
+
   /// A file descriptor that is readable whenever the service has work: poll
   /// it, then call ``dispatch(timeoutMs:)`` with 0.
   public var fd: Int32 { link.fd }
@@ -230,7 +250,7 @@ public final class DBusService: @unchecked Sendable {
       }
       drainForGroupCommit()
       runDeferred()
-      releaseHeld()
+      if releaseHeld() { BusyPoll(limit: busyPoll).wait(for: link.fd) }
     }
   }
 

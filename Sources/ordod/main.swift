@@ -43,6 +43,9 @@ let usage = """
                                  without it the model lives in memory
     --sync full|normal           how --state syncs: full (default) survives kill -9
                                  and power loss; normal survives kill -9 only
+    --busy-poll-us N             with --state: after each sync, keep polling for the
+                                 next call this many microseconds before sleeping
+                                 (default 50, 0 to 1000000; 0 turns it off)
     --log-level LEVEL            error, warning, info (default), debug
     --max-keypaths-per-call N    entries in one Commit/Snapshot/Register (default 4096)
     --max-contracts-per-peer N   contracts one peer may hold (default 256)
@@ -74,6 +77,7 @@ var level = LogLevel.info
 var limits = ServiceLimits()
 var statePath: String?
 var syncMode: SyncMode?
+var busyPollUs: Int?
 
 var args = Array(CommandLine.arguments.dropFirst())
 func value(_ option: String, _ args: inout [String]) -> String {
@@ -105,6 +109,12 @@ while !args.isEmpty {
     statePath = v
   case "--sync":
     do { syncMode = try SyncMode(parsing: value(a, &args)) } catch { fail(error.message) }
+  case "--busy-poll-us":
+    let v = value(a, &args)
+    guard let n = Int(v), (0...1_000_000).contains(n) else {
+      fail("--busy-poll-us needs a number of microseconds from 0 to 1000000, got \"\(v)\"")
+    }
+    busyPollUs = n
   case "--log-level":
     let v = value(a, &args)
     guard let l = LogLevel(name: v) else { fail("unknown log level \"\(v)\": error, warning, info or debug") }
@@ -141,6 +151,7 @@ if let policyFile {
 }
 
 if syncMode != nil && statePath == nil { fail("--sync needs --state PATH") }
+if busyPollUs != nil && statePath == nil { fail("--busy-poll-us needs --state PATH") }
 if removeInvalid && (statePath == nil || schemaFile == nil) { fail("--remove-invalid needs --state PATH and --schema FILE") }
 // A schema that does not validate stops ordod before it serves.
 var schema: Schema?
@@ -238,6 +249,7 @@ for a in listenAddresses {
 }
 if let durable {
   service.setDurability(StoreDurability(durable, logger: logger))
+  if let busyPollUs { try! service.setBusyPoll(.microseconds(busyPollUs)) }
   if logLevel >= .info {
     logger(
       .info,

@@ -291,6 +291,54 @@ class Memory(DurableCase):
         self.assertFalse(os.path.exists(self.state))
 
 
+def cpu_ticks(pid):
+    """The CPU time (user + system, in clock ticks) process `pid` has used."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+class BusyPoll(DurableCase):
+    """After a sync the service polls for the next call for --busy-poll-us
+    microseconds, then sleeps (docs/dbus.md, "Durable state")."""
+
+    def cpu_after_a_commit(self, *args):
+        """Starts ordod with `args`, commits once and returns the CPU ticks
+        ordod used in the second after the reply (100 ticks a second)."""
+        ordod = self.start(*args)
+        peer = self.env.peer()
+        value = len(args) + 1
+        self.assertGreater(peer.commit({"a.b": ("x", value)}), 0)
+        before = cpu_ticks(ordod.pid)
+        time.sleep(1.0)
+        used = cpu_ticks(ordod.pid) - before
+        self.assertEqual(peer.get("a.b")[1], value)
+        return used
+
+    def test_the_service_polls_for_the_limit_then_sleeps(self):
+        # 300 ms of polling after the sync: about 30 ticks, then nothing.
+        used = self.cpu_after_a_commit("--busy-poll-us", "300000")
+        self.assertGreaterEqual(used, 10, "no busy poll after the sync")
+        self.assertLessEqual(used, 60, "the busy poll did not end")
+
+    def test_by_default_and_with_0_the_service_sleeps_soon_after_a_sync(self):
+        self.assertLessEqual(self.cpu_after_a_commit(), 5)
+        stop(self.env.ordod)
+        self.env.ordod = None
+        self.assertLessEqual(self.cpu_after_a_commit("--busy-poll-us", "0"), 5)
+
+    def test_bad_busy_poll_setting(self):
+        for value in ("-1", "1000001", "50us", ""):
+            rc, err = self.refused("--busy-poll-us", value)
+            self.assertEqual(rc, 2, value)
+            self.assertIn(f'--busy-poll-us needs a number of microseconds from 0 to 1000000, got "{value}"', err)
+        self.assertFalse(os.path.exists(self.state))
+        r = subprocess.run([ORDOD, "--address", self.env.address, "--busy-poll-us", "50"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--busy-poll-us needs --state PATH", r.stderr)
+
+
 class Tmpfs:
     """A tmpfs of `size` mounted for one test (root only)."""
 

@@ -681,6 +681,29 @@ final class RecordingDurability: Durability {
   #expect(durability.events.withLock { Array($0.prefix(3)) } == ["sync 1", "acknowledged", "sync 2"])
 }
 
+/// `setBusyPoll` takes 0…1 s; anything else is refused and changes nothing.
+@Test func busyPollLimits() throws {
+  let daemon = try PrivateDaemon()
+  defer { daemon.stop() }
+  let service = try DBusService(bus: Bus(), address: daemon.address, name: "dev.ordo.Test")
+  defer { service.close() }
+  #expect(service.busyPoll == .microseconds(50))
+  try service.setBusyPoll(.milliseconds(2))
+  #expect(service.busyPoll == .milliseconds(2))
+  for bad in [Duration.microseconds(-1), .seconds(1) + .nanoseconds(1)] {
+    do {
+      try service.setBusyPoll(bad)
+      Issue.record("busy poll \(bad) was accepted")
+    } catch {
+      #expect(error.code == .invalidArgument)
+      #expect(error.message == "a busy poll lasts from 0 to 1 second, not \(bad)")
+    }
+    #expect(service.busyPoll == .milliseconds(2))
+  }
+  try service.setBusyPoll(.zero)
+  #expect(service.busyPoll == .zero)
+}
+
 /// `OrdoClient.commit(expect:owned:)` and `owners` (SPEC §15) against an
 /// in-process service: a condition that fails applies nothing; a closed
 /// client's owned values are removed in one transaction.
