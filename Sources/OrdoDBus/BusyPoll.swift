@@ -10,13 +10,13 @@ import Glibc
 /// A writer that waits for its `Commit` reply sends its next `Commit` a few
 /// tens of microseconds after the reply. A service that blocks as soon as
 /// the reply is out leaves its CPU idle in between, and the next `Commit`
-/// then pays for waking it up: on the 2-vCPU virtual machines the project
-/// measures on, where an idle vCPU halts, that is most of what a durable
-/// `ordod` spent over its floor per write. Polling for a moment first keeps
-/// the CPU awake; between two polls the CPU goes to any other runnable
-/// thread (`sched_yield`), so a writer on the same CPU runs at once rather
-/// than waiting behind the poll. Measured with
-/// `make bench-dconf`: durable write-and-wait 10–15 % more writes/s, over a
+/// then waits for the service to be woken: on the 2-vCPU virtual machines
+/// the project measures on, where an idle vCPU halts, that wake-up is a
+/// large part of a durable write's cost beyond its sync. Polling for a
+/// moment first keeps the CPU awake; between two polls the CPU goes to any
+/// other runnable thread (`sched_yield`), so a writer on the same CPU runs
+/// at once rather than waiting behind the poll. Measured in alternated
+/// `dconf-bench` runs: durable write-and-wait 10–15 % more writes/s, over a
 /// direct connection and through the bus daemon
 /// (docs/measurements/2026-12-04-busy-poll.md). The price: up to `limit`
 /// of CPU after each sync that no message follows.

@@ -249,7 +249,9 @@ for a in listenAddresses {
 }
 if let durable {
   service.setDurability(StoreDurability(durable, logger: logger))
-  if let busyPollUs { try! service.setBusyPoll(.microseconds(busyPollUs)) }
+  if let busyPollUs {
+    do { try service.setBusyPoll(.microseconds(busyPollUs)) } catch { fail(error.message) }
+  }
   if logLevel >= .info {
     logger(
       .info,
