@@ -15,11 +15,10 @@ import Glibc
 /// large part of a durable write's cost beyond its sync. Polling for a
 /// moment first keeps the CPU awake; between two polls the CPU goes to any
 /// other runnable thread (`sched_yield`), so a writer on the same CPU runs
-/// at once rather than waiting behind the poll. Measured in alternated
-/// `dconf-bench` runs: durable write-and-wait 10–15 % more writes/s, over a
-/// direct connection and through the bus daemon
-/// (docs/measurements/2026-12-04-busy-poll.md). The price: up to `limit`
-/// of CPU after each sync that no message follows.
+/// at once rather than waiting behind the poll. What it gains on durable
+/// write-and-wait, over a direct connection and through the bus daemon,
+/// is measured in docs/measurements/2026-12-04-busy-poll.md. The price: up
+/// to `limit` of CPU after each sync that no message follows.
 ///
 /// Only ``DBusService/run()`` polls: a host that drives
 /// ``DBusService/dispatch(timeoutMs:)`` from its own loop decides how it

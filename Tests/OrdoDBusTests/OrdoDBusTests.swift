@@ -683,9 +683,7 @@ final class RecordingDurability: Durability {
 
 /// `setBusyPoll` takes 0…1 s; anything else is refused and changes nothing.
 @Test func busyPollLimits() throws {
-  let daemon = try PrivateDaemon()
-  defer { daemon.stop() }
-  let service = try DBusService(bus: Bus(), address: daemon.address, name: "dev.ordo.Test")
+  let service = try DBusService(bus: Bus(), busDaemon: false)
   defer { service.close() }
   #expect(service.busyPoll == .microseconds(50))
   try service.setBusyPoll(.milliseconds(2))
