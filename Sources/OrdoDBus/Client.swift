@@ -837,7 +837,13 @@ public final class OrdoClient {
   public var isConnected: Bool { connection.isConnected }
 
   /// The connection's socket, for a program's own poll loop beside
-  /// ``process(timeoutMs:)``; nil when the connection is closed.
+  /// ``process(timeoutMs:)``; nil when the connection is closed (while it
+  /// is opened again, ``isReconnecting``, call `process` every 100 ms or
+  /// so). A call reads the signals that come before its reply into the
+  /// client's queue, where the socket no longer shows them: call
+  /// `process(timeoutMs: 0)` before each wait on the socket (`process`
+  /// leaves nothing queued; the C client's `ordo_client_fd` wakes for them
+  /// by itself).
   public var socket: Int32? { connection.unixFd }
 
   /// One dictionary per contract, in pass order (see `Contracts` in docs/dbus.md).
@@ -933,13 +939,22 @@ public final class OrdoClient {
   /// opened again meanwhile (``reconnect``): the contracts are registered
   /// again and caught up, and ``onOwnerChange`` is told. Returns false once
   /// the client is closed, or the connection is lost for good (without
-  /// ``reconnect``, or past ``reconnectTimeoutMs``).
+  /// ``reconnect``, or past ``reconnectTimeoutMs``). It returns with every
+  /// signal it read delivered: a loop that waits on ``socket`` next misses
+  /// nothing.
   @discardableResult
   public func process(timeoutMs: Int32) -> Bool {
     let deadline = timeoutMs < 0 ? Int64.max : Connection.nowMs() + Int64(timeoutMs)
     while true {
       if !connection.isConnected { noteLost() }
-      if resume() { return true }
+      if resume() {
+        // The calls that brought the contracts back (and any call from
+        // onOwnerChange) may have read signals, such as a re-registered
+        // contract's initial call: they wait in libdbus' queue, where the
+        // socket no longer shows them, so they are delivered now.
+        _ = deliver()
+        return true
+      }
       if ended { return false }
       if lostAtMs != nil {
         if reopen() { continue }

@@ -632,6 +632,58 @@ func killAndReap(_ pid: pid_t) {
   #expect(try client.get("m.b").value == .int64(2))
 }
 
+/// A program's own loop (poll ``OrdoClient/socket``, then `process(0)`)
+/// across `ordod` started again behind a direct connection: the calls made
+/// while the contracts come back (the registration, and here a call from
+/// `onOwnerChange`) read the re-registered contract's initial call into
+/// libdbus' queue, where the socket no longer shows it. `process` delivers
+/// it before it returns, so the loop is not left waiting on a quiet socket.
+@Test func processDeliversWhatItsCallsRead() throws {
+  var template = Array("/tmp/ordo-client-queue-XXXXXX".utf8CString)
+  let dir = try #require(mkdtemp(&template).map { String(cString: $0) })
+  defer {
+    unlink(dir + "/bus")
+    rmdir(dir)
+  }
+  let address = "unix:path=\(dir)/bus"
+  var ordod = try startOrdod(address, direct: true)
+  defer { killAndReap(ordod) }
+  let client = try OrdoClient(direct: address, timeoutMs: 5000)
+  defer { client.close() }
+  var notes: [RemoteNotification] = []
+  try client.register(name: "view", reads: ["doc.*"], cache: true) { notes.append($0) }
+  var owners: [String?] = []
+  var transactions: [UInt64] = []
+  client.onOwnerChange = { [unowned client] owner in
+    owners.append(owner)
+    if owner != nil, let t = try? client.transaction { transactions.append(t) }
+  }
+  // The program's loop: process what is there (what `register` read too),
+  // then wait for the socket (while the connection is opened again there
+  // is none: wait as ordo_client_fd's timer does). Five quiet seconds on
+  // the socket end it.
+  func loop(until done: () -> Bool) {
+    while true {
+      client.process(timeoutMs: 0)
+      if done() { return }
+      if let s = client.socket {
+        var p = pollfd(fd: s, events: Int16(POLLIN), revents: 0)
+        guard poll(&p, 1, 5000) > 0 else { return }
+      } else {
+        usleep(100_000)
+      }
+    }
+  }
+  loop { !notes.isEmpty }
+  #expect(notes.map(\.kind) == [.notify])
+  killAndReap(ordod)
+  ordod = try startOrdod(address, direct: true)
+  loop { notes.count == 2 }
+  #expect(owners == [nil, address])
+  #expect(transactions == [0])
+  #expect(notes.map(\.kind) == [.notify, .snapshot])
+}
+
 /// A durability hook that records what the service asks of it; its
 /// `acknowledged()` takes half a second.
 final class RecordingDurability: Durability {
