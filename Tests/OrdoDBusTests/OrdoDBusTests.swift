@@ -508,6 +508,37 @@ func killAndReap(_ pid: pid_t) {
   waitpid(pid, &st, 0)
 }
 
+/// `ordod --no-bus --listen` on a socket of its own temporary directory;
+/// `restart()` kills it (kill -9) and starts another there.
+final class DirectOrdod {
+  let dir: String
+  let address: String
+  private(set) var pid: pid_t
+
+  init() throws {
+    var template = Array("/tmp/ordo-direct-XXXXXX".utf8CString)
+    dir = try #require(mkdtemp(&template).map { String(cString: $0) })
+    address = "unix:path=\(dir)/bus"
+    do {
+      pid = try startOrdod(address, direct: true)
+    } catch {
+      rmdir(dir)
+      throw error
+    }
+  }
+
+  func restart() throws {
+    killAndReap(pid)
+    pid = try startOrdod(address, direct: true)
+  }
+
+  func stop() {
+    killAndReap(pid)
+    unlink(dir + "/bus")
+    rmdir(dir)
+  }
+}
+
 /// OrdoClient across `ordod` killed (kill -9) and started again: with the
 /// same state (same epoch: a `changes` catch-up of what it missed), then
 /// without (another epoch: a `snapshot`). Every change is delivered once;
@@ -600,23 +631,15 @@ func killAndReap(_ pid: pid_t) {
 /// connection is opened again (here by another call), not after the
 /// client's timeout: its reply cannot come on the new connection.
 @Test func mergedCommitOnALostConnectionFailsAtOnce() throws {
-  var template = Array("/tmp/ordo-merge-lost-XXXXXX".utf8CString)
-  let dir = try #require(mkdtemp(&template).map { String(cString: $0) })
-  defer {
-    unlink(dir + "/bus")
-    rmdir(dir)
-  }
-  let address = "unix:path=\(dir)/bus"
-  var ordod = try startOrdod(address, direct: true)
-  defer { killAndReap(ordod) }
-  let client = try OrdoClient(direct: address, timeoutMs: 5000)
+  let ordod = try DirectOrdod()
+  defer { ordod.stop() }
+  let client = try OrdoClient(direct: ordod.address, timeoutMs: 5000)
   defer { client.close() }
   let writer = client.mergingWriter()
   #expect(try client.commit(set: [("m.b", .int64(1))]) == 1)  // the connection is set up
-  kill(ordod, SIGSTOP)
+  kill(ordod.pid, SIGSTOP)
   let w = try writer.set("m.a", .int64(1))  // sent, never answered
-  killAndReap(ordod)
-  ordod = try startOrdod(address, direct: true)
+  try ordod.restart()
   #expect(try client.commit(set: [("m.b", .int64(2))]) == 1)  // opens the connection again
   #expect(client.generation == 1)
   var t0 = timespec(), t1 = timespec()
@@ -639,16 +662,9 @@ func killAndReap(_ pid: pid_t) {
 /// libdbus' queue, where the socket no longer shows it. `process` delivers
 /// it before it returns, so the loop is not left waiting on a quiet socket.
 @Test func processDeliversWhatItsCallsRead() throws {
-  var template = Array("/tmp/ordo-client-queue-XXXXXX".utf8CString)
-  let dir = try #require(mkdtemp(&template).map { String(cString: $0) })
-  defer {
-    unlink(dir + "/bus")
-    rmdir(dir)
-  }
-  let address = "unix:path=\(dir)/bus"
-  var ordod = try startOrdod(address, direct: true)
-  defer { killAndReap(ordod) }
-  let client = try OrdoClient(direct: address, timeoutMs: 5000)
+  let ordod = try DirectOrdod()
+  defer { ordod.stop() }
+  let client = try OrdoClient(direct: ordod.address, timeoutMs: 5000)
   defer { client.close() }
   var notes: [RemoteNotification] = []
   try client.register(name: "view", reads: ["doc.*"], cache: true) { notes.append($0) }
@@ -676,10 +692,9 @@ func killAndReap(_ pid: pid_t) {
   }
   loop { !notes.isEmpty }
   #expect(notes.map(\.kind) == [.notify])
-  killAndReap(ordod)
-  ordod = try startOrdod(address, direct: true)
+  try ordod.restart()
   loop { notes.count == 2 }
-  #expect(owners == [nil, address])
+  #expect(owners == [nil, ordod.address])
   #expect(transactions == [0])
   #expect(notes.map(\.kind) == [.notify, .snapshot])
 }
