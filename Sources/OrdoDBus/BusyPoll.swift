@@ -10,9 +10,9 @@ import Glibc
 /// A writer that waits for its `Commit` reply sends its next `Commit` a few
 /// tens of microseconds after the reply. A service that blocks as soon as
 /// the reply is out leaves its CPU idle in between, and the next `Commit`
-/// then waits for the service to be woken: on the 2-vCPU virtual machines
-/// the project measures on, where an idle vCPU halts, that wake-up is a
-/// large part of a durable write's cost beyond its sync. Polling for a
+/// then waits for the service to be woken: where an idle CPU halts (a
+/// virtual machine without halt polling), that wake-up is a large part of
+/// a durable write's cost beyond its sync. Polling for a
 /// moment first keeps the CPU awake; between two polls the CPU goes to any
 /// other runnable thread (`sched_yield`), so a writer on the same CPU runs
 /// at once rather than waiting behind the poll. What it gains on durable
@@ -29,8 +29,6 @@ struct BusyPoll {
 
   /// The default limit (`ordod --busy-poll-us`).
   static let defaultLimit = Duration.microseconds(50)
-  /// The largest limit accepted.
-  static let maxLimit = Duration.seconds(1)
 
   /// `d` in nanoseconds.
   static func nanoseconds(_ d: Duration) -> Int64 {

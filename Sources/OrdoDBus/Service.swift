@@ -207,12 +207,15 @@ public final class DBusService: @unchecked Sendable {
   /// docs/dbus.md "Durable state"). Only with a durability set.
   public var busyPoll: Duration { .nanoseconds(busyPollNanoseconds.load(ordering: .relaxed)) }
 
+  /// The limits ``setBusyPoll(_:)`` accepts: 0 to 1 second.
+  public static let busyPollRange: ClosedRange<Duration> = .zero ... .seconds(1)
+
   /// Sets ``busyPoll``. Any thread; it applies from the next sync.
   ///
-  /// - Throws: ``OrdoError/Code/invalidArgument`` when `limit` is negative
-  ///   or longer than one second (nothing changes).
+  /// - Throws: ``OrdoError/Code/invalidArgument`` when `limit` is outside
+  ///   ``busyPollRange`` (nothing changes).
   public func setBusyPoll(_ limit: Duration) throws(OrdoError) {
-    guard limit >= .zero, limit <= BusyPoll.maxLimit else {
+    guard Self.busyPollRange.contains(limit) else {
       throw OrdoError(.invalidArgument, "a busy poll lasts from 0 to 1 second, not \(limit)")
     }
     busyPollNanoseconds.store(BusyPoll.nanoseconds(limit), ordering: .relaxed)

@@ -111,8 +111,12 @@ while !args.isEmpty {
     do { syncMode = try SyncMode(parsing: value(a, &args)) } catch { fail(error.message) }
   case "--busy-poll-us":
     let v = value(a, &args)
-    guard let n = Int(v), (0...1_000_000).contains(n) else {
-      fail("--busy-poll-us needs a number of microseconds from 0 to 1000000, got \"\(v)\"")
+    // Checked here, before the state file is opened, against the range
+    // setBusyPoll takes.
+    let range = DBusService.busyPollRange
+    guard let n = Int(v), range.contains(.microseconds(n)) else {
+      let most = Int(range.upperBound / .microseconds(1))
+      fail("--busy-poll-us needs a number of microseconds from 0 to \(most), got \"\(v)\"")
     }
     busyPollUs = n
   case "--log-level":
